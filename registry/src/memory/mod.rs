@@ -1,0 +1,348 @@
+//! The deterministic in-memory backend.
+//!
+//! One mutex guards the whole store, so every call is a serializable
+//! transaction: racing resolves of one action see each other (ROUTE-3),
+//! a publication swaps the catalog in one step (CAT-2, CAT-4), and
+//! settlement compares under the same lock (SETTLE-2). No call awaits while
+//! holding the lock, and nothing reads the wall clock, spawns threads or
+//! iterates a hash map: the same calls in the same order give the same
+//! results.
+//!
+//! Routing reads candidates through indexes, by (tenant, capability) and
+//! then by instance, never by scanning the fleet (AUTH-4).
+//!
+//! - `catalog`: the published records and their indexes; publication.
+//! - `live`: replicas, counters, routes; resolve, settle, leases.
+
+mod catalog;
+mod live;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::catalog::{CatalogPage, CatalogQuery};
+use crate::clock::Clock;
+use crate::contracts::{CatalogAdmin, CatalogRead, ReplicaLifecycle, Routing, Status};
+use crate::error::{Error, Result};
+use crate::id::{ActionId, ReplicaId, TenantId};
+use crate::inspect::{Inspect, StoreSnapshot};
+use crate::records::{Replica, Revision, RouteRecord};
+use crate::request::{
+    AuditEntry, CircuitCloseParams, HeartbeatOutcome, HeartbeatParams, MaintainParams, Maintained,
+    Publication, RegisterParams, RegistryConfig, Resolved, RouteRequest, SettleParams, Settled,
+    StatusReport,
+};
+
+use catalog::CatalogState;
+use live::LiveState;
+
+#[derive(Debug, Default, Clone)]
+struct Store {
+    catalog: CatalogState,
+    live: LiveState,
+}
+
+/// The in-memory registry. Clones share one store.
+#[derive(Clone)]
+pub struct MemoryRegistry {
+    store: Arc<Mutex<Store>>,
+    clock: Arc<dyn Clock>,
+    config: RegistryConfig,
+    #[cfg(feature = "plant")]
+    plant: Option<crate::plant::Plant>,
+}
+
+impl std::fmt::Debug for MemoryRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryRegistry")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MemoryRegistry {
+    /// An empty registry at revision 0.
+    pub fn new(clock: impl Clock, config: RegistryConfig) -> Result<MemoryRegistry> {
+        config.validate()?;
+        Ok(MemoryRegistry {
+            store: Arc::new(Mutex::new(Store::default())),
+            clock: Arc::new(clock),
+            config,
+            #[cfg(feature = "plant")]
+            plant: None,
+        })
+    }
+
+    /// The same store, with one planted bug switched on.
+    #[cfg(feature = "plant")]
+    pub fn with_plant(mut self, plant: crate::plant::Plant) -> MemoryRegistry {
+        self.plant = Some(plant);
+        self
+    }
+
+    /// A handle that implements only the data-plane contracts.
+    pub fn data_plane(&self) -> MemoryDataPlane {
+        MemoryDataPlane(self.clone())
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Store>> {
+        // A panic while holding the lock leaves the store unknowable: refuse
+        // further calls rather than serve half-applied state.
+        self.store.lock().map_err(|_| Error::Unavailable {
+            reason: "store poisoned by an earlier panic".into(),
+        })
+    }
+
+    #[cfg(feature = "plant")]
+    fn planted(&self, plant: crate::plant::Plant) -> bool {
+        self.plant == Some(plant)
+    }
+
+    #[cfg(not(feature = "plant"))]
+    #[inline(always)]
+    fn planted(&self, _plant: Planted) -> bool {
+        false
+    }
+}
+
+/// Stand-in for the plant type when the feature is off, so call sites read
+/// the same either way and compile to nothing.
+#[cfg(not(feature = "plant"))]
+#[derive(Clone, Copy)]
+enum Planted {
+    FailoverOnRetry,
+    NoActionSerialization,
+    DoubleRelease,
+    IgnoreFence,
+    HeartbeatAdvancesRevision,
+    MixedRevisionPages,
+    OverCapacity,
+    CrossTenantReturn,
+}
+
+#[cfg(feature = "plant")]
+use crate::plant::Plant as PlantKind;
+#[cfg(not(feature = "plant"))]
+use Planted as PlantKind;
+
+impl CatalogAdmin for MemoryRegistry {
+    async fn catalog_publish(&self, publication: Publication) -> Result<Revision> {
+        publication.validate_shape()?;
+        let mut store = self.lock()?;
+        let next = store.catalog.apply(&publication, &store.live)?;
+        store.catalog = next;
+        Ok(store.catalog.revision)
+    }
+}
+
+impl CatalogRead for MemoryRegistry {
+    async fn catalog_page(&self, query: CatalogQuery) -> Result<CatalogPage> {
+        let planned = crate::catalog::PlannedQuery::plan(&query)?;
+        let store = self.lock()?;
+        let mixed = self.planted(PlantKind::MixedRevisionPages);
+        store.catalog.page(&planned, mixed)
+    }
+
+    async fn catalog_revision(&self) -> Result<Revision> {
+        Ok(self.lock()?.catalog.revision)
+    }
+}
+
+impl Routing for MemoryRegistry {
+    async fn route_resolve(&self, request: RouteRequest) -> Result<Resolved> {
+        let now = self.clock.now();
+        if self.planted(PlantKind::NoActionSerialization) {
+            return self.resolve_unserialized(request).await;
+        }
+        let mut store = self.lock()?;
+        let Store { catalog, live } = &mut *store;
+        live.resolve(catalog, &request, now, &self.behaviour())
+    }
+
+    async fn route_get(&self, tenant: TenantId, action: ActionId) -> Result<Option<RouteRecord>> {
+        let store = self.lock()?;
+        Ok(store
+            .live
+            .routes
+            .get(&action)
+            .filter(|r| r.assignment.identity.tenant == tenant)
+            .cloned())
+    }
+
+    async fn route_settle(&self, params: SettleParams) -> Result<Settled> {
+        let mut store = self.lock()?;
+        let policy = self.config.circuit;
+        store.live.settle(&params, policy, &self.behaviour())
+    }
+}
+
+impl ReplicaLifecycle for MemoryRegistry {
+    async fn replica_register(&self, params: RegisterParams) -> Result<Replica> {
+        let now = self.clock.now();
+        let mut store = self.lock()?;
+        let Store { catalog, live } = &mut *store;
+        live.register(catalog, &params, now)
+    }
+
+    async fn replica_heartbeat(&self, params: HeartbeatParams) -> Result<HeartbeatOutcome> {
+        params.validate()?;
+        let now = self.clock.now();
+        let mut store = self.lock()?;
+        let outcome = store.live.heartbeat(&params, now)?;
+        if outcome == HeartbeatOutcome::Applied
+            && self.planted(PlantKind::HeartbeatAdvancesRevision)
+        {
+            store.catalog.revision = Revision(store.catalog.revision.0 + 1);
+        }
+        Ok(outcome)
+    }
+
+    async fn replica_drain(&self, replica: ReplicaId) -> Result<Replica> {
+        self.lock()?.live.drain(&replica)
+    }
+
+    async fn replica_get(&self, replica: ReplicaId) -> Result<Option<Replica>> {
+        Ok(self.lock()?.live.replicas.get(&replica).cloned())
+    }
+
+    async fn lease_maintain(&self, params: MaintainParams) -> Result<Maintained> {
+        params.validate()?;
+        let now = self.clock.now();
+        let mut store = self.lock()?;
+        store.live.maintain(params.max, now)
+    }
+
+    async fn circuit_close(&self, params: CircuitCloseParams) -> Result<AuditEntry> {
+        params.validate()?;
+        let now = self.clock.now();
+        self.lock()?.live.circuit_close(&params, now)
+    }
+}
+
+impl Status for MemoryRegistry {
+    async fn status(&self) -> Result<StatusReport> {
+        let store = self.lock()?;
+        Ok(store.live.status(store.catalog.revision))
+    }
+}
+
+impl Inspect for MemoryRegistry {
+    async fn inspect(&self) -> Result<StoreSnapshot> {
+        let store = self.lock()?;
+        store.live.snapshot(&store.catalog)
+    }
+}
+
+/// What the live state needs to know of the plants, resolved once per call.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Behaviour {
+    pub(crate) failover_on_retry: bool,
+    pub(crate) double_release: bool,
+    pub(crate) ignore_fence: bool,
+    pub(crate) over_capacity: bool,
+    pub(crate) cross_tenant_return: bool,
+}
+
+impl MemoryRegistry {
+    fn behaviour(&self) -> Behaviour {
+        Behaviour {
+            failover_on_retry: self.planted(PlantKind::FailoverOnRetry),
+            double_release: self.planted(PlantKind::DoubleRelease),
+            ignore_fence: self.planted(PlantKind::IgnoreFence),
+            over_capacity: self.planted(PlantKind::OverCapacity),
+            cross_tenant_return: self.planted(PlantKind::CrossTenantReturn),
+        }
+    }
+
+    /// The `no-action-serialization` plant: decide under one lock, yield,
+    /// then write under another, overwriting whatever raced in between.
+    async fn resolve_unserialized(&self, request: RouteRequest) -> Result<Resolved> {
+        let now = self.clock.now();
+        let decided = {
+            let mut scratch = self.lock()?.clone();
+            let Store { catalog, live } = &mut scratch;
+            let resolved = live.resolve(catalog, &request, now, &self.behaviour())?;
+            (resolved, scratch.live)
+        };
+        YieldOnce(false).await;
+        let (resolved, _) = decided;
+        if resolved.kind != crate::request::ResolveKind::Created {
+            let mut store = self.lock()?;
+            let Store { catalog, live } = &mut *store;
+            return live.resolve(catalog, &request, now, &self.behaviour());
+        }
+        let mut store = self.lock()?;
+        store.live.force_insert(resolved.assignment.clone());
+        Ok(resolved)
+    }
+}
+
+/// Returns `Pending` once, so other tasks run between two halves of a call.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+/// The data-plane view of a [`MemoryRegistry`]: it cannot publish.
+#[derive(Clone, Debug)]
+pub struct MemoryDataPlane(MemoryRegistry);
+
+impl CatalogRead for MemoryDataPlane {
+    async fn catalog_page(&self, query: CatalogQuery) -> Result<CatalogPage> {
+        self.0.catalog_page(query).await
+    }
+    async fn catalog_revision(&self) -> Result<Revision> {
+        self.0.catalog_revision().await
+    }
+}
+
+impl Routing for MemoryDataPlane {
+    async fn route_resolve(&self, request: RouteRequest) -> Result<Resolved> {
+        self.0.route_resolve(request).await
+    }
+    async fn route_get(&self, tenant: TenantId, action: ActionId) -> Result<Option<RouteRecord>> {
+        self.0.route_get(tenant, action).await
+    }
+    async fn route_settle(&self, params: SettleParams) -> Result<Settled> {
+        self.0.route_settle(params).await
+    }
+}
+
+impl ReplicaLifecycle for MemoryDataPlane {
+    async fn replica_register(&self, params: RegisterParams) -> Result<Replica> {
+        self.0.replica_register(params).await
+    }
+    async fn replica_heartbeat(&self, params: HeartbeatParams) -> Result<HeartbeatOutcome> {
+        self.0.replica_heartbeat(params).await
+    }
+    async fn replica_drain(&self, replica: ReplicaId) -> Result<Replica> {
+        self.0.replica_drain(replica).await
+    }
+    async fn replica_get(&self, replica: ReplicaId) -> Result<Option<Replica>> {
+        self.0.replica_get(replica).await
+    }
+    async fn lease_maintain(&self, params: MaintainParams) -> Result<Maintained> {
+        self.0.lease_maintain(params).await
+    }
+    async fn circuit_close(&self, params: CircuitCloseParams) -> Result<AuditEntry> {
+        self.0.circuit_close(params).await
+    }
+}
+
+impl Status for MemoryDataPlane {
+    async fn status(&self) -> Result<StatusReport> {
+        self.0.status().await
+    }
+}

@@ -1,0 +1,79 @@
+//! Deliberately wrong behaviours, for proving that checkers catch bugs.
+//!
+//! Compiled only with the `plant` feature, which no normal build enables;
+//! the simulator's tests and its explicit `--plant NAME` flag use it.
+
+use serde::{Deserialize, Serialize};
+
+/// One planted bug in the in-memory backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Plant {
+    /// A retry whose pinned replica is unavailable silently picks another.
+    FailoverOnRetry,
+    /// Resolve decides outside the action lock and overwrites racing routes.
+    NoActionSerialization,
+    /// Settlement releases capacity again after the reservation was released.
+    DoubleRelease,
+    /// Settlement accepts an assignment whose fence token differs.
+    IgnoreFence,
+    /// An applied heartbeat advances the catalog revision.
+    HeartbeatAdvancesRevision,
+    /// A cursor from an older revision continues at the new revision.
+    MixedRevisionPages,
+    /// Admission ignores replica capacity and scope limits.
+    OverCapacity,
+    /// An action assigned to one tenant is returned to another.
+    CrossTenantReturn,
+}
+
+impl Plant {
+    /// Every plant, in a fixed order.
+    pub const ALL: [Plant; 8] = [
+        Plant::FailoverOnRetry,
+        Plant::NoActionSerialization,
+        Plant::DoubleRelease,
+        Plant::IgnoreFence,
+        Plant::HeartbeatAdvancesRevision,
+        Plant::MixedRevisionPages,
+        Plant::OverCapacity,
+        Plant::CrossTenantReturn,
+    ];
+
+    /// The plant's name, as the CLI spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Plant::FailoverOnRetry => "failover-on-retry",
+            Plant::NoActionSerialization => "no-action-serialization",
+            Plant::DoubleRelease => "double-release",
+            Plant::IgnoreFence => "ignore-fence",
+            Plant::HeartbeatAdvancesRevision => "heartbeat-advances-revision",
+            Plant::MixedRevisionPages => "mixed-revision-pages",
+            Plant::OverCapacity => "over-capacity",
+            Plant::CrossTenantReturn => "cross-tenant-return",
+        }
+    }
+
+    /// What the plant breaks, in one line.
+    pub fn description(self) -> &'static str {
+        match self {
+            Plant::FailoverOnRetry => {
+                "a retry with an unavailable pinned replica moves to another replica"
+            }
+            Plant::NoActionSerialization => "racing resolves of one action each create a route",
+            Plant::DoubleRelease => {
+                "settling an already released route releases its capacity again"
+            }
+            Plant::IgnoreFence => "settlement does not compare the fence token",
+            Plant::HeartbeatAdvancesRevision => "heartbeats advance the catalog revision",
+            Plant::MixedRevisionPages => "a stale cursor continues at the new revision",
+            Plant::OverCapacity => "admission ignores replica capacity and scope limits",
+            Plant::CrossTenantReturn => "an assigned action is returned to another tenant",
+        }
+    }
+
+    /// Parses a CLI name.
+    pub fn parse(name: &str) -> Option<Plant> {
+        Plant::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
