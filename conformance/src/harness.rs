@@ -1,0 +1,20 @@
+//! What a backend provides to run the suite: a fresh, empty store per test.
+
+use std::future::Future;
+
+use connreg::contracts::Registry;
+use connreg::{Inspect, ManualClock, RegistryConfig};
+
+/// Opens fresh stores of one backend. Each test opens its own store, so
+/// tests never share state.
+pub trait Harness: Send + Sync + 'static {
+    /// The backend's store: every contract plus full inspection.
+    type Store: Registry + Inspect + Clone + Send + Sync + 'static;
+
+    /// A new, empty store at revision 0 whose time is `clock`.
+    fn open(
+        &self,
+        clock: ManualClock,
+        config: RegistryConfig,
+    ) -> impl Future<Output = Self::Store> + Send;
+}
