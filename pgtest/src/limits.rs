@@ -1,0 +1,71 @@
+//! Every bound this crate puts on waiting, retrying and sizing, in one place.
+//!
+//! Units go last in names. Timeouts are generous: they exist so that a broken
+//! machine fails a test run with a message instead of hanging it, not to
+//! police a slow one.
+
+/// `max_connections` of the servers this crate starts (the local cluster and
+/// the Docker container; a server named by URL keeps its own setting).
+///
+/// Backend tests open pools of many connections and the scale benches run many
+/// clients at once; 300 leaves room for both while staying far below what
+/// shared memory on a small CI machine can hold. Three of them are reserved for
+/// superusers (PostgreSQL's `superuser_reserved_connections` default), and
+/// every connection this crate hands out is a superuser one, so all 300 are
+/// usable by tests.
+pub const SERVER_CONNECTIONS_MAX: u32 = 300;
+
+/// How many free ports the local cluster tries before giving up.
+///
+/// The port comes from binding port 0, so a collision needs another process
+/// to take that exact port between the probe and the server's bind; a few
+/// attempts make that practically impossible to hit twice.
+pub const LOCAL_PORT_ATTEMPTS_MAX: u32 = 5;
+
+/// Longest wait for `initdb` to create the local cluster (about 1–2 s here).
+pub const LOCAL_INITDB_TIMEOUT_S: u64 = 120;
+
+/// Longest wait for the local cluster to accept connections (`pg_ctl -w -t`).
+pub const LOCAL_START_TIMEOUT_S: u64 = 60;
+
+/// Longest wait, after the test process exits, for the local cluster's
+/// postmaster to finish its immediate shutdown before the cleanup kills it.
+pub const LOCAL_STOP_TIMEOUT_S: u64 = 10;
+
+/// Longest wait for a helper program that only reports something
+/// (`pg_config --bindir`, `id`, `docker info`).
+pub const PROBE_TIMEOUT_S: u64 = 10;
+
+/// Longest wait for the Docker container to be pulled, started and to accept
+/// connections; a first image pull dominates it.
+pub const DOCKER_START_TIMEOUT_S: u64 = 300;
+
+/// Longest wait to connect and create one test database.
+pub const DATABASE_CREATE_TIMEOUT_S: u64 = 60;
+
+/// Longest time one `DROP DATABASE` may take; on a server named by URL also
+/// the longest time `Drop` of a test database waits for it.
+pub const DATABASE_DROP_TIMEOUT_S: u64 = 10;
+
+/// Test databases waiting to be dropped in the background at most; a drop
+/// finding the queue full leaves its database for the server's removal.
+///
+/// Far more than the test databases one process has alive at once.
+pub const DROP_QUEUE_MAX: usize = 1_024;
+
+/// How much of a failing program's output or server log an error carries.
+pub const ERROR_DETAIL_BYTES_MAX: usize = 4_000;
+
+/// Pause between polls of a child process or a starting server.
+pub const POLL_INTERVAL_MS: u64 = 50;
+
+const _: () = {
+    assert!(LOCAL_PORT_ATTEMPTS_MAX >= 1);
+    // PostgreSQL refuses to start unless max_connections exceeds the
+    // reserved superuser slots (3 by default).
+    assert!(SERVER_CONNECTIONS_MAX > 3);
+    // Dropping must never be what makes a test run slow to end.
+    assert!(DATABASE_DROP_TIMEOUT_S <= DATABASE_CREATE_TIMEOUT_S);
+    assert!(POLL_INTERVAL_MS < PROBE_TIMEOUT_S * 1_000);
+    assert!(DROP_QUEUE_MAX >= 1);
+};

@@ -1,0 +1,280 @@
+//! The throwaway local cluster: initdb into a temporary folder, start on a
+//! free loopback port, removed by a supervisor when the process exits.
+
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::command::{self, RunError};
+use crate::error::ProvisionError;
+use crate::limits::{
+    LOCAL_INITDB_TIMEOUT_S, LOCAL_PORT_ATTEMPTS_MAX, LOCAL_START_TIMEOUT_S, LOCAL_STOP_TIMEOUT_S,
+    SERVER_CONNECTIONS_MAX,
+};
+use crate::source::ServerSource;
+use crate::supervisor::{self, CleanupGuard};
+use crate::unique;
+
+/// The address the cluster listens on; nothing else can reach it.
+pub(crate) const LOCAL_HOST: &str = "127.0.0.1";
+
+/// The superuser initdb creates.
+pub(crate) const LOCAL_SUPERUSER: &str = "postgres";
+
+/// A running local cluster. Never stopped from inside the process: its
+/// supervisor stops and removes it when the process exits.
+#[derive(Debug)]
+pub(crate) struct LocalCluster {
+    pub(crate) dir: PathBuf,
+    pub(crate) port: u16,
+    pub(crate) log_file: PathBuf,
+    pub(crate) startup: Duration,
+    _cleanup: CleanupGuard,
+}
+
+/// Who runs initdb and the server: the current user, or the `postgres` user
+/// when running as root (initdb and postgres refuse to run as root).
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    uid: u32,
+    gid: u32,
+}
+
+/// Creates, configures and starts a cluster from the binaries in `bindir`.
+pub(crate) fn start(bindir: &Path) -> Result<LocalCluster, ProvisionError> {
+    let started_at = Instant::now();
+    let owner = owner_when_root()?;
+    let dir = make_private_dir(owner)?;
+    let data = dir.join("data");
+    let log_file = dir.join("server.log");
+    // Armed before anything is put in the folder, so that even a failed or
+    // interrupted start leaves nothing behind.
+    let cleanup = supervisor::arm(
+        &supervisor::local_cluster_script(LOCAL_STOP_TIMEOUT_S),
+        &[dir.as_os_str(), data.as_os_str()],
+    )
+    .map_err(|error| {
+        failed(format!(
+            "could not start the cleanup supervisor (sh): {error}"
+        ))
+    })?;
+
+    initdb(bindir, &data, owner)?;
+    configure(&data, &dir)?;
+    let port = start_on_free_port(bindir, &data, &log_file, owner)?;
+    Ok(LocalCluster {
+        dir,
+        port,
+        log_file,
+        startup: started_at.elapsed(),
+        _cleanup: cleanup,
+    })
+}
+
+fn owner_when_root() -> Result<Option<Owner>, ProvisionError> {
+    let uid = command::probe(Command::new("id").arg("-u"))
+        .ok_or_else(|| failed("could not learn the current user id (`id -u` failed)".to_owned()))?;
+    if uid != "0" {
+        return Ok(None);
+    }
+    let id_of = |flag: &str| {
+        command::probe(Command::new("id").args([flag, LOCAL_SUPERUSER]))
+            .and_then(|id| id.parse::<u32>().ok())
+    };
+    match (id_of("-u"), id_of("-g")) {
+        (Some(uid), Some(gid)) => Ok(Some(Owner { uid, gid })),
+        _ => Err(failed(
+            "running as root, where initdb refuses to run, and there is no `postgres` user \
+             to run it as; create one (`useradd --system postgres`) or run the tests as a \
+             non-root user"
+                .to_owned(),
+        )),
+    }
+}
+
+/// A new folder only its owner can enter, named after this process.
+fn make_private_dir(owner: Option<Owner>) -> Result<PathBuf, ProvisionError> {
+    let name = format!(
+        "connreg-pgtest-{}-{}",
+        std::process::id(),
+        unique::random_suffix()
+    );
+    let dir = std::env::temp_dir().join(name);
+    DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|error| failed(format!("could not create {}: {error}", dir.display())))?;
+    if let Some(owner) = owner {
+        std::os::unix::fs::chown(&dir, Some(owner.uid), Some(owner.gid)).map_err(|error| {
+            failed(format!(
+                "could not give {} to the postgres user: {error}",
+                dir.display()
+            ))
+        })?;
+    }
+    Ok(dir)
+}
+
+fn initdb(bindir: &Path, data: &Path, owner: Option<Owner>) -> Result<(), ProvisionError> {
+    let mut initdb = as_owner(Command::new(bindir.join("initdb")), owner, data);
+    initdb
+        .arg("--pgdata")
+        .arg(data)
+        .args(["--username", LOCAL_SUPERUSER])
+        .args(["--auth", "trust"])
+        .args(["--encoding", "UTF8", "--locale", "C"])
+        // Durability of a throwaway cluster is worthless; this saves seconds.
+        .arg("--no-sync");
+    let finished = command::run(&mut initdb, Duration::from_secs(LOCAL_INITDB_TIMEOUT_S)).map_err(
+        |error| match error {
+            RunError::TimedOut => ProvisionError::TimedOut {
+                action: "initdb".to_owned(),
+                timeout_s: LOCAL_INITDB_TIMEOUT_S,
+            },
+            RunError::Spawn(_) => failed(format!("initdb: {error}")),
+        },
+    )?;
+    if finished.status.success() {
+        return Ok(());
+    }
+    let hint = if owner.is_some() {
+        " (running initdb as the postgres user: every folder above the cluster must be \
+         reachable by that user; set TMPDIR to a folder such as /tmp if it is not)"
+    } else {
+        ""
+    };
+    Err(failed(format!(
+        "initdb exited with {}{hint}: {}",
+        finished.status,
+        finished.output_tail()
+    )))
+}
+
+/// Loopback TCP and a socket in the cluster's own folder, trust for both;
+/// enough connections for the backend tests; no fsync.
+fn configure(data: &Path, dir: &Path) -> Result<(), ProvisionError> {
+    let settings = format!(
+        "\n# connreg-pgtest: a throwaway test cluster\n\
+         listen_addresses = '{LOCAL_HOST}'\n\
+         unix_socket_directories = '{socket_dir}'\n\
+         max_connections = {SERVER_CONNECTIONS_MAX}\n\
+         fsync = off\n",
+        socket_dir = dir.display().to_string().replace('\'', "''"),
+    );
+    // Only the server's own loopback and socket; initdb's replication lines
+    // are not needed.
+    let hba = "local all all trust\nhost all all 127.0.0.1/32 trust\n";
+    // Existing files are rewritten in place so they keep initdb's owner.
+    let write = |file: &str, text: &str, append: bool| {
+        let path = data.join(file);
+        OpenOptions::new()
+            .append(append)
+            .write(true)
+            .truncate(!append)
+            .open(&path)
+            .and_then(|mut opened| opened.write_all(text.as_bytes()))
+            .map_err(|error| failed(format!("could not write {}: {error}", path.display())))
+    };
+    write("postgresql.conf", &settings, true)?;
+    write("pg_hba.conf", hba, false)
+}
+
+fn start_on_free_port(
+    bindir: &Path,
+    data: &Path,
+    log_file: &Path,
+    owner: Option<Owner>,
+) -> Result<u16, ProvisionError> {
+    let mut last_log = String::new();
+    for _ in 0..LOCAL_PORT_ATTEMPTS_MAX {
+        let port = free_port()?;
+        let log_start = file_len(log_file);
+        let mut pg_ctl = as_owner(Command::new(bindir.join("pg_ctl")), owner, data);
+        pg_ctl
+            .arg("start")
+            .arg("--pgdata")
+            .arg(data)
+            .arg("--log")
+            .arg(log_file)
+            .arg("--wait")
+            .arg(format!("--timeout={LOCAL_START_TIMEOUT_S}"))
+            .arg("--silent")
+            .arg(format!("--options=-p {port}"));
+        // pg_ctl enforces the start timeout; this bound only guards pg_ctl.
+        let bound = Duration::from_secs(LOCAL_START_TIMEOUT_S * 2);
+        let finished = command::run(&mut pg_ctl, bound).map_err(|error| match error {
+            RunError::TimedOut => ProvisionError::TimedOut {
+                action: "pg_ctl start".to_owned(),
+                timeout_s: LOCAL_START_TIMEOUT_S * 2,
+            },
+            RunError::Spawn(_) => failed(format!("pg_ctl: {error}")),
+        })?;
+        if finished.status.success() {
+            return Ok(port);
+        }
+        last_log = read_from(log_file, log_start);
+        if !last_log.contains("already in use") {
+            return Err(failed(format!(
+                "pg_ctl start exited with {}: {}\nserver log: {}",
+                finished.status,
+                finished.output_tail(),
+                command::tail(&last_log)
+            )));
+        }
+    }
+    Err(failed(format!(
+        "every one of {LOCAL_PORT_ATTEMPTS_MAX} free ports was taken before the server \
+         could bind it; last server log: {}",
+        command::tail(&last_log)
+    )))
+}
+
+/// A port the kernel just handed out on loopback, free at the time of asking.
+fn free_port() -> Result<u16, ProvisionError> {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .map_err(|error| {
+            failed(format!(
+                "could not find a free port on {LOCAL_HOST}: {error}"
+            ))
+        })
+}
+
+/// A command that runs as `owner` (when root), in the cluster's folder.
+fn as_owner(mut command: Command, owner: Option<Owner>, data: &Path) -> Command {
+    if let Some(owner) = owner {
+        // Setting the uid as root also drops root's supplementary groups.
+        command.uid(owner.uid).gid(owner.gid);
+    }
+    // A working directory the owner can enter; root's home would not be.
+    command.current_dir(data.parent().unwrap_or(data));
+    command
+}
+
+fn file_len(path: &Path) -> u64 {
+    fs::metadata(path).map(|meta| meta.len()).unwrap_or(0)
+}
+
+fn read_from(path: &Path, offset: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = fs::File::open(path)
+        && file.seek(SeekFrom::Start(offset)).is_ok()
+    {
+        // A read error only shortens an error message.
+        let _ = file.read_to_string(&mut text);
+    }
+    text
+}
+
+fn failed(detail: String) -> ProvisionError {
+    ProvisionError::StartFailed {
+        source_kind: ServerSource::Local,
+        detail,
+    }
+}
