@@ -69,7 +69,10 @@ impl Clock for ManualClock {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
-    #[allow(clippy::disallowed_methods, reason = "the production clock is the one place that reads it")]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the production clock is the one place that reads it"
+    )]
     fn now(&self) -> Timestamp {
         let since = std::time::SystemTime::now() // determinism-ok: production clock only
             .duration_since(std::time::UNIX_EPOCH)

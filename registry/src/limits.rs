@@ -16,7 +16,8 @@ pub const TEXT_BYTES_MAX: usize = 512;
 /// Longest version manifest, in bytes. Manifests are summaries, not bundles.
 pub const MANIFEST_BYTES_MAX: usize = 16 * 1024;
 
-/// Largest capability definition (summary plus schema), in bytes.
+/// Largest capability definition (summary plus schema), in bytes as
+/// serialized JSON text (escapes counted), the unit page budgets use.
 pub const DEFINITION_BYTES_MAX: usize = 32 * 1024;
 
 /// Longest catalog search text, in bytes.

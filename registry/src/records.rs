@@ -389,6 +389,11 @@ pub struct RouteRecord {
     pub last_settlement: Option<Outcome>,
 }
 
+/// Bytes of `text` once JSON-escaped, without the surrounding quotes.
+fn json_text_bytes(text: &str) -> usize {
+    serde_json::to_string(text).map_or(usize::MAX, |t| t.len() - 2)
+}
+
 fn check_text(what: &'static str, value: &str, max: usize, allow_empty: bool) -> Result<()> {
     if !allow_empty && value.trim().is_empty() {
         return Err(Error::invalid(what, "must not be empty"));
@@ -448,7 +453,11 @@ impl CapabilityDefinition {
     /// Checks the record's fields.
     pub fn validate(&self) -> Result<()> {
         check_text("capability summary", &self.summary, TEXT_BYTES_MAX, true)?;
-        if self.summary.len() + self.schema.len() > DEFINITION_BYTES_MAX {
+        // Counted as serialized (escaped) bytes, the unit page budgets use:
+        // raw bytes would let a schema of control characters or quotes grow
+        // past `PAGE_BYTES_MIN` when listed, and such an entry would end a
+        // listing early instead of fitting one page.
+        if json_text_bytes(&self.summary) + json_text_bytes(&self.schema) > DEFINITION_BYTES_MAX {
             return Err(Error::limit(
                 "capability definition bytes",
                 DEFINITION_BYTES_MAX,
@@ -514,5 +523,47 @@ impl ReplicaSpec {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn definition(summary: &str, schema: &str) -> CapabilityDefinition {
+        CapabilityDefinition {
+            id: CapabilityId::new("cap").unwrap(),
+            summary: summary.into(),
+            schema: schema.into(),
+            active: true,
+        }
+    }
+
+    #[test]
+    fn definition_size_counts_escaped_bytes() {
+        // Plain text counts as its raw length.
+        assert!(
+            definition("", &"s".repeat(DEFINITION_BYTES_MAX))
+                .validate()
+                .is_ok()
+        );
+        assert!(
+            definition("s", &"s".repeat(DEFINITION_BYTES_MAX))
+                .validate()
+                .is_err()
+        );
+        // Quotes and control characters count as their escapes.
+        assert!(
+            definition("", &"\"".repeat(DEFINITION_BYTES_MAX / 2))
+                .validate()
+                .is_ok()
+        );
+        assert_eq!(
+            definition("", &"\u{1}".repeat(DEFINITION_BYTES_MAX / 4)).validate(),
+            Err(Error::LimitExceeded {
+                what: "capability definition bytes",
+                max: DEFINITION_BYTES_MAX as u64
+            })
+        );
     }
 }

@@ -34,6 +34,9 @@ pub(crate) struct LiveState {
     leases: BTreeSet<(Timestamp, ReplicaId)>,
     last_fence: u64,
     audit: VecDeque<AuditEntry>,
+    /// Bindings and replicas the last resolve looked at (AUTH-4 evidence
+    /// for tests; deterministic, never used for decisions).
+    pub(crate) last_resolve_rows_examined: u64,
 }
 
 impl LiveState {
@@ -63,6 +66,7 @@ impl LiveState {
             ));
         };
         request.topology.validate()?;
+        self.last_resolve_rows_examined = 0;
 
         if let Some(existing) = self.routes.get(&request.action) {
             let id = &existing.assignment.identity;
@@ -74,6 +78,7 @@ impl LiveState {
                     reason: "the action is already assigned under other coordinates",
                 });
             }
+            self.last_resolve_rows_examined = 1;
             if existing.reserved {
                 return Ok(Resolved {
                     assignment: existing.assignment.clone(),
@@ -108,6 +113,7 @@ impl LiveState {
         else {
             return Err(Error::NoEligibleBinding);
         };
+        self.last_resolve_rows_examined += binding_ids.len() as u64;
         let chains: Vec<(&Binding, _, _)> = binding_ids
             .iter()
             .filter_map(|b| catalog.bindings.get(b))
@@ -135,6 +141,7 @@ impl LiveState {
             let Some(replica_ids) = self.replicas_by_instance.get(&instance.id) else {
                 continue;
             };
+            self.last_resolve_rows_examined += replica_ids.len() as u64;
             for rid in replica_ids {
                 let Some(r) = self.replicas.get(rid) else {
                     continue;

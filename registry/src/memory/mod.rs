@@ -79,6 +79,13 @@ impl MemoryRegistry {
         self
     }
 
+    /// Bindings and replica rows the most recent resolve looked at: the
+    /// evidence that routing reads through indexes (AUTH-4). For tests only.
+    #[doc(hidden)]
+    pub fn last_resolve_rows_examined(&self) -> Result<u64> {
+        Ok(self.lock()?.live.last_resolve_rows_examined)
+    }
+
     /// A handle that implements only the data-plane contracts.
     pub fn data_plane(&self) -> MemoryDataPlane {
         MemoryDataPlane(self.clone())

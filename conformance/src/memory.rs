@@ -1,0 +1,33 @@
+//! The in-memory backend's harness, plain and with a planted bug.
+
+use connreg::plant::Plant;
+use connreg::{ManualClock, MemoryRegistry, RegistryConfig};
+
+use crate::Harness;
+
+/// Opens fresh [`MemoryRegistry`] stores.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemoryHarness;
+
+impl Harness for MemoryHarness {
+    type Store = MemoryRegistry;
+
+    async fn open(&self, clock: ManualClock, config: RegistryConfig) -> MemoryRegistry {
+        MemoryRegistry::new(clock, config).expect("the conformance configuration is valid")
+    }
+}
+
+/// Opens [`MemoryRegistry`] stores with one planted bug, to prove that the
+/// suite's checks fail when the backend is wrong.
+#[derive(Debug, Clone, Copy)]
+pub struct PlantedHarness(pub Plant);
+
+impl Harness for PlantedHarness {
+    type Store = MemoryRegistry;
+
+    async fn open(&self, clock: ManualClock, config: RegistryConfig) -> MemoryRegistry {
+        MemoryRegistry::new(clock, config)
+            .expect("the conformance configuration is valid")
+            .with_plant(self.0)
+    }
+}

@@ -1,0 +1,536 @@
+//! Goal: every record of REC-1..REC-8 behaves as the rule says, through
+//! the public contracts only, and bad record input gets a typed error and
+//! changes nothing.
+
+use std::collections::BTreeSet;
+
+use connreg::contracts::{CatalogRead, ReplicaLifecycle, Routing, Status};
+use connreg::limits::{
+    BINDING_SCOPES_MAX, ID_BYTES_MAX, MANIFEST_BYTES_MAX, REPLICA_CAPACITY_MAX, TEXT_BYTES_MAX,
+};
+use connreg::*;
+
+use crate::Harness;
+use crate::fixture::{
+    self, FleetOptions, acme, crm_create, crm_read, globex, instance, mail_send, reference, scope,
+};
+use crate::support::{assert_err, listed};
+
+// spec: REC-1, CAT-5, ROUTE-9
+/// A disabled type hides every capability of its versions and takes no new
+/// routes; enabling it again brings them back.
+pub async fn disabled_connector_type_hides_its_capabilities<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let mut ty = s.fleet.connector_type("ty-crm");
+    ty.enabled = false;
+    s.publish(vec![Change::UpsertType(ty.clone())])
+        .await
+        .unwrap();
+    assert_eq!(
+        listed(&s.store, Reader::Tenant(acme())).await,
+        vec!["mail.send"]
+    );
+    assert_err!(
+        s.resolve("a1", &acme(), &crm_create()).await,
+        Error::NoEligibleBinding
+    );
+    ty.enabled = true;
+    s.publish(vec![Change::UpsertType(ty)]).await.unwrap();
+    assert_eq!(
+        listed(&s.store, Reader::Tenant(acme())).await,
+        vec!["crm.contact.create", "crm.contact.read", "mail.send"]
+    );
+    s.resolve_acme("a1").await;
+}
+
+// spec: REC-2, CAT-2
+/// Admitting an existing version again with any artifact field changed is
+/// a conflict, and the failed publication changes nothing.
+pub async fn readmitting_a_version_with_another_artifact_is_conflict<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let original = s.fleet.version("v-crm-1");
+    let mut variants = Vec::new();
+    let mut v = original.clone();
+    v.artifact_digest = "sha256:other".into();
+    variants.push(("digest", v));
+    let mut v = original.clone();
+    v.manifest = "name = \"changed\"".into();
+    variants.push(("manifest", v));
+    let mut v = original.clone();
+    v.capabilities.remove(&crm_read());
+    variants.push(("capabilities", v));
+    let mut v = original.clone();
+    v.profiles.insert(fixture::profile("crm.v2"));
+    variants.push(("profiles", v));
+    let mut v = original.clone();
+    v.attestation = "slsa:forged".into();
+    variants.push(("attestation", v));
+    let mut v = original.clone();
+    v.connector_type = fixture::connector_type("ty-mail");
+    variants.push(("type", v));
+    let before = s.observe().await;
+    for (what, v) in variants {
+        assert_err!(
+            s.publish(vec![Change::AdmitVersion(v)]).await,
+            Error::Conflict { .. },
+            "changed {what}"
+        );
+        s.assert_unchanged(&before, what).await;
+    }
+}
+
+// spec: REC-2, CAT-5
+/// Only a version's active and qualified flags change after admission;
+/// identical re-admission is accepted and sets them.
+pub async fn version_status_is_the_only_mutable_part<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let v = fixture::version("v-crm-1");
+    for (active, qualified) in [(false, true), (true, false)] {
+        s.publish(vec![Change::SetVersionStatus {
+            version: v.clone(),
+            active,
+            qualified,
+        }])
+        .await
+        .unwrap();
+        assert_eq!(
+            listed(&s.store, Reader::Tenant(acme())).await,
+            vec!["mail.send"],
+            "active {active}, qualified {qualified}"
+        );
+    }
+    // Re-admitting the identical artifact is not a change of the artifact.
+    let rev = s
+        .publish(vec![Change::AdmitVersion(s.fleet.version("v-crm-1"))])
+        .await
+        .unwrap();
+    assert_eq!(rev, Revision(4));
+    assert_eq!(
+        listed(&s.store, Reader::Tenant(acme())).await,
+        vec!["crm.contact.create", "crm.contact.read", "mail.send"]
+    );
+    let before = s.observe().await;
+    assert_err!(
+        s.publish(vec![Change::SetVersionStatus {
+            version: fixture::version("v-unknown"),
+            active: true,
+            qualified: true,
+        }])
+        .await,
+        Error::NotFound {
+            what: "version",
+            ..
+        }
+    );
+    s.assert_unchanged(&before, "unknown version status").await;
+}
+
+// spec: REC-3, CAT-2
+/// An instance belongs to one tenant: moving it to another is a conflict
+/// and changes nothing.
+pub async fn instance_cannot_move_to_another_tenant<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let mut moved = s.fleet.instance("i-acme-crm");
+    moved.tenant = globex();
+    let before = s.observe().await;
+    assert_err!(
+        s.publish(vec![Change::UpsertInstance(moved)]).await,
+        Error::Conflict { .. }
+    );
+    s.assert_unchanged(&before, "moved instance").await;
+}
+
+// spec: REC-3, REC-7, CAT-5
+/// An instance's secret provider travels into the route as a reference
+/// with its revision; a disabled instance takes no new route.
+pub async fn instance_references_travel_into_the_route<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let a = s.resolve_acme("a1").await;
+    let inst = s.fleet.instance("i-acme-crm");
+    assert_eq!(a.policy.secret_provider, inst.secret_provider);
+    assert_eq!(a.destination.instance, inst.id);
+    let mut disabled = inst;
+    disabled.enabled = false;
+    s.publish(vec![Change::UpsertInstance(disabled)])
+        .await
+        .unwrap();
+    assert_err!(
+        s.resolve("a2", &acme(), &crm_create()).await,
+        Error::NoEligibleBinding
+    );
+    assert!(
+        !listed(&s.store, Reader::Tenant(acme()))
+            .await
+            .contains(&"crm.contact.create".to_string())
+    );
+}
+
+// spec: REC-4, ROUTE-10
+/// A tenant may hold several bindings for one capability; the lower
+/// priority serves first, and the other serves when the first is disabled.
+/// The route carries the binding's policy revision, credential revision
+/// and quota policy.
+pub async fn tenant_may_hold_several_bindings_for_one_capability<H: Harness>(harness: &H) {
+    let options = FleetOptions {
+        backup_binding: true,
+        ..FleetOptions::default()
+    };
+    let s = fixture::open(harness, options).await;
+    let primary = s.resolve_acme("a1").await;
+    let b = s.fleet.binding("b-acme-crm-create");
+    assert_eq!(primary.destination.binding, b.id);
+    assert_eq!(primary.policy.binding_priority, b.priority);
+    assert_eq!(primary.policy.policy_revision, b.policy_revision);
+    assert_eq!(primary.policy.credential, b.credential);
+    assert_eq!(primary.policy.quota_policy, b.quota_policy);
+    let mut disabled = b;
+    disabled.enabled = false;
+    s.publish(vec![Change::UpsertBinding(disabled)])
+        .await
+        .unwrap();
+    let backup = s.resolve_acme("a2").await;
+    assert_eq!(
+        backup.destination.binding,
+        fixture::binding("b-acme-crm-create-backup")
+    );
+    assert_eq!(backup.destination.instance, instance("i-acme-crm-backup"));
+    assert_eq!(backup.policy.binding_priority, 20);
+    assert_eq!(backup.policy.quota_policy, None);
+}
+
+// spec: REC-4, REC-8, CAT-2
+/// A binding must use its own tenant's instance and scopes, and may not
+/// change tenant or capability; each refusal changes nothing.
+pub async fn binding_must_stay_within_its_tenant<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let before = s.observe().await;
+
+    let mut foreign_instance = s.fleet.binding("b-globex-crm-create");
+    foreign_instance.instance = instance("i-acme-crm");
+    assert_err!(
+        s.publish(vec![Change::UpsertBinding(foreign_instance)])
+            .await,
+        Error::InvalidRequest { .. }
+    );
+    s.assert_unchanged(&before, "foreign instance").await;
+
+    let mut foreign_scope = s.fleet.binding("b-globex-crm-create");
+    foreign_scope.admission_scopes.insert(scope("s-acme"));
+    assert_err!(
+        s.publish(vec![Change::UpsertBinding(foreign_scope)]).await,
+        Error::InvalidRequest { .. }
+    );
+    s.assert_unchanged(&before, "foreign scope").await;
+
+    let mut other_capability = s.fleet.binding("b-acme-crm-read");
+    other_capability.capability = mail_send();
+    assert_err!(
+        s.publish(vec![Change::UpsertBinding(other_capability)])
+            .await,
+        Error::Conflict { .. }
+    );
+    s.assert_unchanged(&before, "binding changing capability")
+        .await;
+
+    let mut too_many = s.fleet.binding("b-acme-crm-read");
+    too_many.admission_scopes = (0..=BINDING_SCOPES_MAX)
+        .map(|i| scope(&format!("s-extra-{i}")))
+        .collect::<BTreeSet<_>>();
+    assert_err!(
+        s.publish(vec![Change::UpsertBinding(too_many)]).await,
+        Error::LimitExceeded {
+            max,
+            ..
+        } if max == BINDING_SCOPES_MAX as u64
+    );
+    s.assert_unchanged(&before, "too many scopes").await;
+}
+
+// spec: REC-5, LEASE-4
+/// A registered replica carries its whole provisioned identity and live
+/// state: health sequence, lease from the injected clock, no reservations,
+/// ready, circuit closed.
+pub async fn registered_replica_carries_its_full_record<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let spec = s.fleet.replica_spec("i-acme-crm", 0);
+    let r = s
+        .store
+        .replica_get(spec.id.clone())
+        .await
+        .unwrap()
+        .expect("registered");
+    assert_eq!(r.spec, spec);
+    assert_eq!(r.health_seq, 1);
+    assert_eq!(
+        r.lease_expires_at,
+        Timestamp(fixture::CLOCK_START_MS + s.fleet.options.lease_ttl_ms)
+    );
+    assert_eq!(r.active, 0);
+    assert_eq!(r.state, ReplicaState::Ready);
+    assert_eq!(r.circuit, Circuit::default());
+    assert_eq!(
+        s.store
+            .replica_get(fixture::replica("never-registered"))
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+// spec: REC-5, CAT-2
+/// A replica keeps the identity it registered with; a different identity,
+/// an unknown instance or version, or a bad capacity is refused and
+/// changes nothing.
+pub async fn replica_registration_is_validated<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let before = s.observe().await;
+    let base = s.fleet.replica_spec("i-acme-crm", 0);
+
+    let mut other = base.clone();
+    other.endpoint = "https://elsewhere:8443".into();
+    let register = |spec: ReplicaSpec| s.store.replica_register(s.fleet.register_params(spec, 9));
+    assert_err!(register(other).await, Error::Conflict { .. });
+
+    let mut orphan = s.fleet.replica_spec("i-acme-crm", 9);
+    orphan.instance = instance("i-missing");
+    assert_err!(
+        register(orphan).await,
+        Error::NotFound {
+            what: "instance",
+            ..
+        }
+    );
+
+    let mut unknown_version = s.fleet.replica_spec("i-acme-crm", 9);
+    unknown_version.version = fixture::version("v-missing");
+    assert_err!(
+        register(unknown_version).await,
+        Error::NotFound {
+            what: "version",
+            ..
+        }
+    );
+
+    let mut empty = s.fleet.replica_spec("i-acme-crm", 9);
+    empty.capacity = 0;
+    assert_err!(register(empty).await, Error::InvalidRequest { .. });
+
+    let mut huge = s.fleet.replica_spec("i-acme-crm", 9);
+    huge.capacity = REPLICA_CAPACITY_MAX + 1;
+    assert_err!(
+        register(huge).await,
+        Error::LimitExceeded { max, .. } if max == u64::from(REPLICA_CAPACITY_MAX)
+    );
+
+    let mut long_endpoint = s.fleet.replica_spec("i-acme-crm", 9);
+    long_endpoint.endpoint = "x".repeat(TEXT_BYTES_MAX + 1);
+    assert_err!(
+        register(long_endpoint).await,
+        Error::LimitExceeded { max, .. } if max == TEXT_BYTES_MAX as u64
+    );
+    s.assert_unchanged(&before, "refused registrations").await;
+}
+
+// spec: REC-6, SETTLE-4
+/// A route is kept after its capacity is released: it reads back
+/// unreserved with its last settlement, and still counts as an assignment.
+pub async fn assignment_is_kept_after_release<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let a = s.resolve_acme("a1").await;
+    s.settle(&a, Outcome::Completed).await.unwrap();
+    let record = s
+        .store
+        .route_get(acme(), a.identity.action.clone())
+        .await
+        .unwrap()
+        .expect("kept");
+    assert_eq!(record.assignment, a);
+    assert!(!record.reserved);
+    assert_eq!(record.last_settlement, Some(Outcome::Completed));
+    let status = s.store.status().await.unwrap();
+    assert_eq!(status.assignments_total, 1);
+    assert_eq!(status.active_assignments, 0);
+}
+
+// spec: REC-7
+/// Credentials and secret providers appear only as opaque references with
+/// a revision, in routes, inspections and catalog pages alike.
+pub async fn records_hold_credentials_only_as_references<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let a = s.resolve_acme("a1").await;
+    let mut seen = 0;
+    let values = [
+        serde_json::to_value(&a).unwrap(),
+        serde_json::to_value(s.inspect().await).unwrap(),
+        serde_json::to_value(
+            s.store
+                .catalog_page(CatalogQuery::first_page(Reader::Tenant(acme())))
+                .await
+                .unwrap(),
+        )
+        .unwrap(),
+    ];
+    for v in &values {
+        seen += check_references(v, "$");
+    }
+    assert!(
+        seen >= 2,
+        "the route carries a credential and a secret provider"
+    );
+    assert_eq!(a.policy.credential, reference("cred:b-acme-crm-create", 3));
+}
+
+/// Counts reference-shaped fields and panics on any credential or secret
+/// field that is not exactly `{reference, revision}` (or null).
+fn check_references(v: &serde_json::Value, path: &str) -> usize {
+    let mut count = 0;
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, child) in map {
+                let here = format!("{path}.{k}");
+                let sensitive = ["credential", "secret", "quota", "password", "token", "key"]
+                    .iter()
+                    .any(|w| k.contains(w));
+                if sensitive && !child.is_null() {
+                    let keys: BTreeSet<&str> = child
+                        .as_object()
+                        .map(|m| m.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
+                    assert_eq!(
+                        keys,
+                        BTreeSet::from(["reference", "revision"]),
+                        "{here} must be an opaque reference, got {child}"
+                    );
+                    count += 1;
+                } else {
+                    count += check_references(child, &here);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                count += check_references(child, &format!("{path}[{i}]"));
+            }
+        }
+        _ => {}
+    }
+    count
+}
+
+// spec: REC-8, ROUTE-7
+/// A route reserves every admission scope of its binding or none: when one
+/// scope is full the resolve fails and no other counter moves.
+pub async fn route_reserves_every_scope_or_none<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let mut narrow = s.fleet.scope("s-acme-crm");
+    narrow.limit = 1;
+    s.publish(vec![Change::UpsertScope(narrow)]).await.unwrap();
+    let a = s.resolve_acme("a1").await;
+    assert_eq!(
+        a.reservation.scopes,
+        BTreeSet::from([scope("s-acme"), scope("s-acme-crm")])
+    );
+    let usage = |snap: &StoreSnapshot, id: &str| {
+        snap.scopes
+            .iter()
+            .find(|u| u.scope.id.as_str() == id)
+            .map(|u| u.in_use)
+    };
+    let snap = s.inspect().await;
+    assert_eq!(usage(&snap, "s-acme"), Some(1));
+    assert_eq!(usage(&snap, "s-acme-crm"), Some(1));
+
+    let before = s.observe().await;
+    assert_err!(
+        s.resolve("a2", &acme(), &crm_create()).await,
+        Error::NoCapacity
+    );
+    s.assert_unchanged(&before, "partial reservation").await;
+
+    // A binding that uses only the tenant scope still has room.
+    s.resolve("a3", &acme(), &crm_read()).await.unwrap();
+    let snap = s.inspect().await;
+    assert_eq!(usage(&snap, "s-acme"), Some(2));
+    assert_eq!(usage(&snap, "s-acme-crm"), Some(1));
+}
+
+// spec: CAT-10, ROUTE-1
+/// Every identifier is checked where it is made: empty is invalid, longer
+/// than the limit is over the limit, and characters outside the documented
+/// set are invalid.
+pub async fn typed_identifiers_reject_bad_text<H: Harness>(_harness: &H) {
+    fn check<T: std::fmt::Debug>(kind: &str, make: fn(String) -> Result<T>) {
+        assert_err!(
+            make(String::new()),
+            Error::InvalidRequest { .. },
+            "{kind} empty"
+        );
+        assert_err!(
+            make("a".repeat(ID_BYTES_MAX + 1)),
+            Error::LimitExceeded { max, .. } if max == ID_BYTES_MAX as u64,
+            "{kind} oversized"
+        );
+        for bad in ["a/b", "a b", "é", "a\n", "a~b"] {
+            assert_err!(
+                make(bad.to_string()),
+                Error::InvalidRequest { .. },
+                "{kind} {bad:?}"
+            );
+        }
+        make("a".repeat(ID_BYTES_MAX)).expect("the longest identifier is valid");
+        make("eu-1.r_2:x".to_string()).expect("every allowed character");
+    }
+    check("tenant", TenantId::new);
+    check("capability", CapabilityId::new);
+    check("profile", ProfileId::new);
+    check("type", ConnectorTypeId::new);
+    check("version", VersionId::new);
+    check("instance", InstanceId::new);
+    check("binding", BindingId::new);
+    check("scope", ScopeId::new);
+    check("replica", ReplicaId::new);
+    check("action", ActionId::new);
+    check("region", Region::new);
+    check("zone", Zone::new);
+    check("class", CapacityClass::new);
+    assert!(serde_json::from_str::<TenantId>("\"\"").is_err());
+    assert!(serde_json::from_str::<ActionId>("\"a/b\"").is_err());
+}
+
+// spec: REC-2, CAT-10, CAT-2
+/// Record text over its limit is refused with the limit, and the
+/// publication changes nothing.
+pub async fn record_fields_over_their_limits_are_refused<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let before = s.observe().await;
+    let mut big_manifest = s.fleet.version("v-crm-9");
+    big_manifest.manifest = "m".repeat(MANIFEST_BYTES_MAX + 1);
+    let mut long_owner = s.fleet.connector_type("ty-crm");
+    long_owner.owner = "o".repeat(TEXT_BYTES_MAX + 1);
+    let mut empty_family = s.fleet.connector_type("ty-crm");
+    empty_family.family = " ".into();
+    let mut long_reference = s.fleet.instance("i-acme-crm");
+    long_reference.secret_provider.reference = "r".repeat(TEXT_BYTES_MAX + 1);
+    let cases = vec![
+        (
+            Change::AdmitVersion(big_manifest),
+            Some(MANIFEST_BYTES_MAX as u64),
+        ),
+        (Change::UpsertType(long_owner), Some(TEXT_BYTES_MAX as u64)),
+        (Change::UpsertType(empty_family), None),
+        (
+            Change::UpsertInstance(long_reference),
+            Some(TEXT_BYTES_MAX as u64),
+        ),
+    ];
+    for (change, limit) in cases {
+        let result = s.publish(vec![change.clone()]).await;
+        match limit {
+            Some(max) => {
+                assert_err!(result, Error::LimitExceeded { max: m, .. } if m == max, "{change:?}")
+            }
+            None => assert_err!(result, Error::InvalidRequest { .. }, "{change:?}"),
+        }
+        s.assert_unchanged(&before, "refused record").await;
+    }
+}

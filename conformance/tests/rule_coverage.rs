@@ -1,0 +1,205 @@
+//! Goal: every rule in `docs/RULES.md` is named by at least one test, and
+//! tests name only rules that exist.
+//!
+//! A test names a rule with a comment such as `// spec: ROUTE-3, ROUTE-4`
+//! anywhere in a `*.rs` file of the workspace's crates (`target/` and
+//! hidden directories skipped). `every_rule_is_named_by_a_test` is the real
+//! gate and fails until every area has its tests;
+//! `every_registry_rule_is_named_by_a_test` checks the registry's areas
+//! alone, so that work can be checked on its own.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Rule areas, in catalogue order, with their rule counts.
+const AREAS: [(&str, u32); 9] = [
+    ("REC", 8),
+    ("CAT", 10),
+    ("ROUTE", 11),
+    ("PIN", 6),
+    ("SETTLE", 6),
+    ("LEASE", 4),
+    ("AUTH", 5),
+    ("DIR", 8),
+    ("SIM", 6),
+];
+
+/// The areas the registry core and its conformance suite own.
+const REGISTRY_AREAS: [&str; 6] = ["REC", "CAT", "ROUTE", "PIN", "SETTLE", "LEASE"];
+
+/// The workspace crates whose sources are scanned.
+const CRATES: [&str; 6] = [
+    "registry",
+    "conformance",
+    "sim",
+    "directory",
+    "pgtest",
+    "benches",
+];
+
+/// Most files scanned: a bound on the walk, far above the workspace's size.
+const FILES_MAX: usize = 10_000;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the conformance crate sits in the workspace")
+        .to_path_buf()
+}
+
+fn area_of(id: &str) -> Option<&'static str> {
+    let (area, number) = id.split_once('-')?;
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    AREAS.iter().map(|(a, _)| *a).find(|a| *a == area)
+}
+
+/// The rule IDs of `docs/RULES.md`, in document order: every list item
+/// that starts with a bold rule ID.
+fn documented() -> Vec<String> {
+    let text = fs::read_to_string(root().join("docs/RULES.md")).expect("docs/RULES.md");
+    text.lines()
+        .filter_map(|line| line.trim_start().strip_prefix("- **"))
+        .filter_map(|rest| rest.split_once("**").map(|(id, _)| id.to_string()))
+        .filter(|id| area_of(id).is_some())
+        .collect()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    entries.sort_by_key(|e| e.path());
+    for entry in entries {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || name == "target" {
+            continue;
+        }
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if name.ends_with(".rs") {
+            assert!(out.len() < FILES_MAX, "more than {FILES_MAX} files");
+            out.push(path);
+        }
+    }
+}
+
+/// The rule IDs listed after one `spec:` marker: `ID`, then `, ID`...
+fn ids_after(marker_rest: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut rest = marker_rest;
+    loop {
+        rest = rest.trim_start();
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(rest.len());
+        let token = &rest[..end];
+        if area_of(token).is_none() {
+            return ids;
+        }
+        ids.push(token.to_string());
+        rest = rest[end..].trim_start();
+        match rest.strip_prefix(',') {
+            Some(r) => rest = r,
+            None => return ids,
+        }
+    }
+}
+
+/// Every rule ID named by a `spec:` marker, with the files naming it.
+fn named() -> BTreeMap<String, BTreeSet<PathBuf>> {
+    let root = root();
+    let marker = concat!("spec", ":");
+    let mut files = Vec::new();
+    for krate in CRATES {
+        rust_files(&root.join(krate), &mut files);
+    }
+    let mut named: BTreeMap<String, BTreeSet<PathBuf>> = BTreeMap::new();
+    for file in files {
+        let Ok(text) = fs::read_to_string(&file) else {
+            continue;
+        };
+        for (i, _) in text.match_indices(marker) {
+            for id in ids_after(&text[i + marker.len()..]) {
+                let relative = file.strip_prefix(&root).unwrap_or(&file).to_path_buf();
+                named.entry(id).or_default().insert(relative);
+            }
+        }
+    }
+    named
+}
+
+fn unnamed(areas: &[&str]) -> Vec<String> {
+    let named = named();
+    documented()
+        .into_iter()
+        .filter(|id| area_of(id).is_some_and(|a| areas.contains(&a)))
+        .filter(|id| !named.contains_key(id))
+        .collect()
+}
+
+#[test]
+fn rules_doc_keeps_every_catalogue_id() {
+    let expected: Vec<String> = AREAS
+        .iter()
+        .flat_map(|(area, n)| (1..=*n).map(move |i| format!("{area}-{i}")))
+        .collect();
+    assert_eq!(
+        documented(),
+        expected,
+        "docs/RULES.md lists every ID once, in order"
+    );
+}
+
+#[test]
+fn every_rule_is_named_by_a_test() {
+    let all: Vec<&str> = AREAS.iter().map(|(a, _)| *a).collect();
+    let missing = unnamed(&all);
+    assert!(
+        missing.is_empty(),
+        "rules named by no test ({}): {}",
+        missing.len(),
+        missing.join(", ")
+    );
+}
+
+#[test]
+fn every_registry_rule_is_named_by_a_test() {
+    let missing = unnamed(&REGISTRY_AREAS);
+    assert!(
+        missing.is_empty(),
+        "registry rules named by no test: {}",
+        missing.join(", ")
+    );
+}
+
+#[test]
+fn tests_name_only_documented_rules() {
+    let documented: BTreeSet<String> = documented().into_iter().collect();
+    let unknown: Vec<String> = named()
+        .into_iter()
+        .filter(|(id, _)| !documented.contains(id))
+        .map(|(id, files)| format!("{id} in {files:?}"))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "unknown rule IDs: {}",
+        unknown.join("; ")
+    );
+}
+
+#[test]
+fn spec_markers_parse_lists_and_stop_at_prose() {
+    assert_eq!(ids_after(" ROUTE-3, ROUTE-4"), ["ROUTE-3", "ROUTE-4"]);
+    assert_eq!(ids_after(" ROUTE-10 (the hash)"), ["ROUTE-10"]);
+    assert_eq!(ids_after(" PIN-4\nfn x()"), ["PIN-4"]);
+    assert!(ids_after(" ReplicaSpec,").is_empty());
+    assert!(ids_after(" spec.clone()").is_empty());
+    assert!(ids_after(" ROUTE-").is_empty());
+    assert!(ids_after(" NOPE-1").is_empty());
+}
