@@ -1,1 +1,23 @@
-//! connreg-benches
+//! connreg-benches: the scale qualification runner and the benchmarks.
+//!
+//! - `connreg-qualify` (`src/bin/`, logic in [`qualify`]): runs a named
+//!   environment contract (`benches/environments/*.toml`) on the in-memory
+//!   or the PostgreSQL backend and writes a PASS/FAIL report with its
+//!   measured figures (SIM-6).
+//! - `benches/memory.rs` (criterion): in-memory resolve of new actions on
+//!   fleets of 100 and 10,000 replicas side by side, duplicate resolve,
+//!   settle and a catalog page read.
+//! - `benches/resolve_vs_pgbench.rs`: new-route resolves per second on the
+//!   PostgreSQL backend at several client counts against a large fleet,
+//!   beside pgbench's built-in TPC-B on the same server, and their ratio.
+//!
+//! # Map
+//!
+//! - [`qualify`]: contracts, fleets, the workload, invariant checks and
+//!   reports of `connreg-qualify`; its fleet builder also serves
+//!   `benches/memory.rs`.
+//! - [`resolve_bench`]: settings, fleet loading and the pgbench runner of
+//!   `resolve_vs_pgbench`.
+
+pub mod qualify;
+pub mod resolve_bench;

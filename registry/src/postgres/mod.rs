@@ -1,1 +1,72 @@
-//! The PostgreSQL backend.
+//! The PostgreSQL backend (feature `postgres`): normalized tables, two
+//! separately permissioned pools, one transaction per decision.
+//!
+//! Same semantics as the in-memory backend, call for call; the conformance
+//! suite runs on both. Start with [`create_roles`] (once per database, as
+//! an admin), then [`PgRegistry::connect`] (control and data pools;
+//! installs the schema) or, in a data-plane process, [`PgDataPlane::connect`]
+//! (data pool only; checks the schema version).
+//!
+//! ```no_run
+//! use connreg::postgres::{PgOptions, PgRegistry, PoolOptions, Roles, create_roles};
+//! use connreg::{RegistryConfig, SystemClock};
+//!
+//! # async fn start() -> Result<(), Box<dyn std::error::Error>> {
+//! let admin = PoolOptions::parse_url("postgres://postgres@db/registry")?;
+//! let roles = Roles {
+//!     control: "connreg_control".into(),
+//!     data: "connreg_data".into(),
+//!     control_password: Some("…".into()),
+//!     data_password: Some("…".into()),
+//! };
+//! create_roles(&admin, &roles).await?;
+//! let options = PgOptions::from_urls(
+//!     "postgres://connreg_control:…@db/registry",
+//!     "postgres://connreg_data:…@db/registry",
+//! )?;
+//! let registry = PgRegistry::connect(options, SystemClock, RegistryConfig::default()).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Map
+//!
+//! - `config`: [`PoolOptions`], [`PgOptions`] and their documented defaults.
+//! - `setup`: [`create_roles`], migrations, [`SCHEMA_VERSION`] check.
+//! - `registry`: [`PgRegistry`], [`PgDataPlane`] and the contracts.
+//! - `catalog`: publication and catalog pages.
+//! - `routing`: resolve, pinned re-reservation, settlement; lock order.
+//! - `lifecycle`: registration, heartbeats, drain, lease maintenance,
+//!   circuits.
+//! - `status`: aggregate status and inspection.
+//! - `locks`: the advisory lock key space.
+//! - `codec`: rows to records; the `bigint` bounds.
+//! - `error`: the one mapping of database failures, and [`StartError`].
+//! - `data`: the data plane's shared handle.
+//! - [`testing`] (feature `postgres-testing`): a registry on a fresh test
+//!   database with its own two roles.
+
+mod catalog;
+mod codec;
+mod config;
+mod data;
+mod error;
+mod lifecycle;
+mod locks;
+mod registry;
+mod routing;
+mod setup;
+mod status;
+#[cfg(feature = "postgres-testing")]
+pub mod testing;
+
+pub use config::{PgOptions, PoolOptions};
+pub use error::StartError;
+pub use locks::{
+    CATALOG_KEY, LOCK_CLASS_ACTION, LOCK_CLASS_BASE, LOCK_CLASS_CATALOG, LOCK_CLASS_INSTANCE,
+    key as lock_key,
+};
+pub use registry::{PgDataPlane, PgRegistry, PoolSize, PoolStatus};
+pub use routing::{ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT, ROUTE_LOCK_WAIT_MS, ReplicaReads};
+pub use setup::{MIGRATOR, Roles, SCHEMA, SCHEMA_VERSION, create_roles};
+pub use sqlx::postgres::PgConnectOptions;

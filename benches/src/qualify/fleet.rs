@@ -1,0 +1,429 @@
+//! A fleet from its shape: the records, their publication and the replica
+//! registrations, through the registry's own contracts on either backend.
+//!
+//! Names, for tenant `t`, capability `c`, binding `b`, instance `i`,
+//! replica `k`:
+//!
+//! | record | identifier |
+//! |---|---|
+//! | tenant | `t<t>` |
+//! | capability | `bench.cap<c>` (three digits) |
+//! | connector type / version | `ty-bench` / `v-bench-1`, implementing every capability |
+//! | instance | `t<t>-i<i>`, version `v-bench-1` |
+//! | binding | `t<t>-c<c>-b<b>`, priority `b`, instance `t<t>-i<(c + b) mod I>` |
+//! | tenant scope | `t<t>-s` (every binding of the tenant reserves it) |
+//! | binding scope | `t<t>-c<c>-b<b>-s` |
+//! | replica | `t<t>-i<i>-r<k>`, region `regions[k mod R]`, zone `<region>-z<(k div R) mod Z>`, class `standard` |
+//!
+//! So every tenant can call every capability, each through
+//! `bindings_per_tenant_capability` bindings in priority order, and a
+//! resolve's candidates are those bindings' instances' replicas, however
+//! large the rest of the fleet.
+
+use std::collections::BTreeSet;
+
+use connreg::contracts::Registry;
+use connreg::limits::PUBLICATION_CHANGES_MAX;
+use connreg::{
+    AdmissionScope, Binding, BindingId, CapabilityDefinition, CapabilityId, CapacityClass, Change,
+    ConnectorType, ConnectorTypeId, ConnectorVersion, CrossRegion, Instance, InstanceId, OpaqueRef,
+    Publication, Region, RegisterParams, ReplicaSpec, Revision, ScopeId, ScopeKind, TenantId,
+    TopologyPreference, VersionId, Zone,
+};
+use serde::{Deserialize, Serialize};
+
+use super::limits::REGISTER_CONCURRENCY;
+
+/// The capacity class of every replica and every request.
+pub const CAPACITY_CLASS: &str = "standard";
+
+/// The shape of a fleet, as a contract's `[fleet]` table gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetShape {
+    /// Tenants.
+    pub tenants: u32,
+    /// Capabilities; every tenant binds every one.
+    pub capabilities: u32,
+    /// Bindings per (tenant, capability), in priority order.
+    pub bindings_per_tenant_capability: u32,
+    /// Instances per tenant.
+    pub instances_per_tenant: u32,
+    /// Replicas per instance.
+    pub replicas_per_instance: u32,
+    /// Regions replicas alternate over.
+    pub regions: Vec<String>,
+    /// Zones per region.
+    pub zones_per_region: u32,
+    /// Capacity (concurrent reservations) of every replica.
+    pub replica_capacity: u32,
+    /// The lease replicas register and heartbeat with. Default 60,000 ms.
+    #[serde(default = "default_lease_ttl_ms")]
+    pub lease_ttl_ms: u64,
+    /// Admission scope limits; an absent limit means no such scope.
+    #[serde(default)]
+    pub admission: Admission,
+}
+
+fn default_lease_ttl_ms() -> u64 {
+    60_000
+}
+
+/// Hard admission scopes (REC-8).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admission {
+    /// One scope per tenant, reserved by all its bindings, with this limit.
+    pub tenant_limit: Option<u32>,
+    /// One scope per binding with this limit.
+    pub binding_limit: Option<u32>,
+}
+
+impl FleetShape {
+    /// Instances in the fleet.
+    pub fn instances(&self) -> u64 {
+        u64::from(self.tenants) * u64::from(self.instances_per_tenant)
+    }
+
+    /// Bindings in the fleet.
+    pub fn bindings(&self) -> u64 {
+        u64::from(self.tenants)
+            * u64::from(self.capabilities)
+            * u64::from(self.bindings_per_tenant_capability)
+    }
+
+    /// Replicas in the fleet.
+    pub fn replicas(&self) -> u64 {
+        self.instances() * u64::from(self.replicas_per_instance)
+    }
+
+    /// Admission scopes in the fleet.
+    pub fn scopes(&self) -> u64 {
+        let tenant = if self.admission.tenant_limit.is_some() {
+            u64::from(self.tenants)
+        } else {
+            0
+        };
+        let binding = if self.admission.binding_limit.is_some() {
+            self.bindings()
+        } else {
+            0
+        };
+        tenant + binding
+    }
+}
+
+/// A fleet's records, ready to publish and register.
+#[derive(Debug, Clone)]
+pub struct FleetPlan {
+    /// The shape it was built from.
+    pub shape: FleetShape,
+    /// Tenants, by index.
+    pub tenants: Vec<TenantId>,
+    /// Capabilities, by index.
+    pub capabilities: Vec<CapabilityId>,
+    /// Regions with their zones, in the shape's order.
+    pub regions: Vec<(Region, Vec<Zone>)>,
+    /// Every replica, tenant by tenant, instance by instance.
+    pub replicas: Vec<ReplicaSpec>,
+    /// Catalog and admission records, referenced ones first.
+    pub changes: Vec<Change>,
+}
+
+/// Bench identifiers are built from validated shapes and always valid.
+fn id<T: TryFrom<String, Error = connreg::Error>>(value: String) -> T {
+    T::try_from(value).unwrap_or_else(|e| panic!("a bench identifier is invalid: {e}"))
+}
+
+fn reference(kind: &str, of: &str) -> OpaqueRef {
+    OpaqueRef {
+        reference: format!("{kind}:{of}"),
+        revision: 1,
+    }
+}
+
+/// Tenant `t`'s identifier.
+pub fn tenant_name(t: u32) -> String {
+    format!("t{t}")
+}
+
+/// Capability `c`'s identifier.
+pub fn capability_name(c: u32) -> String {
+    format!("bench.cap{c:03}")
+}
+
+impl FleetPlan {
+    /// The records of a fleet of `shape`. The shape must be valid (as a
+    /// validated contract's is).
+    pub fn new(shape: &FleetShape) -> FleetPlan {
+        let ty: ConnectorTypeId = id("ty-bench".into());
+        let version: VersionId = id("v-bench-1".into());
+        let capabilities: Vec<CapabilityId> = (0..shape.capabilities)
+            .map(|c| id(capability_name(c)))
+            .collect();
+        let tenants: Vec<TenantId> = (0..shape.tenants).map(|t| id(tenant_name(t))).collect();
+        let regions: Vec<(Region, Vec<Zone>)> = shape
+            .regions
+            .iter()
+            .map(|r| {
+                let zones = (0..shape.zones_per_region)
+                    .map(|z| id(format!("{r}-z{z}")))
+                    .collect();
+                (id(r.clone()), zones)
+            })
+            .collect();
+
+        let mut changes = vec![Change::UpsertType(ConnectorType {
+            id: ty.clone(),
+            family: "bench".into(),
+            owner: "connreg-qualify".into(),
+            enabled: true,
+        })];
+        for c in &capabilities {
+            changes.push(Change::UpsertDefinition(CapabilityDefinition {
+                id: c.clone(),
+                summary: format!("{c} for scale qualification"),
+                schema: format!(r#"{{"type":"object","title":"{c}"}}"#),
+                active: true,
+            }));
+        }
+        changes.push(Change::AdmitVersion(ConnectorVersion {
+            id: version.clone(),
+            connector_type: ty,
+            artifact_digest: "sha256:v-bench-1".into(),
+            manifest: "name = \"v-bench-1\"".into(),
+            capabilities: capabilities.iter().cloned().collect(),
+            profiles: BTreeSet::new(),
+            attestation: "slsa:v-bench-1".into(),
+            active: true,
+            qualified: true,
+        }));
+
+        let mut replicas = Vec::new();
+        for tenant in &tenants {
+            // A tenant's records travel together, instances and scopes
+            // before the bindings that name them, so a publication split
+            // anywhere still references only what is already published.
+            for i in 0..shape.instances_per_tenant {
+                let instance: InstanceId = id(format!("{tenant}-i{i}"));
+                changes.push(Change::UpsertInstance(Instance {
+                    id: instance.clone(),
+                    tenant: tenant.clone(),
+                    version: version.clone(),
+                    config: reference("config", instance.as_str()),
+                    secret_provider: reference("vault", instance.as_str()),
+                    enabled: true,
+                }));
+                for k in 0..shape.replicas_per_instance as usize {
+                    let (region, zones) = &regions[k % regions.len()];
+                    let zone = &zones[(k / regions.len()) % zones.len()];
+                    let name = format!("{instance}-r{k}");
+                    replicas.push(ReplicaSpec {
+                        id: id(name.clone()),
+                        instance: instance.clone(),
+                        version: version.clone(),
+                        endpoint: format!("https://{name}.bench.internal:8443"),
+                        peer_identity: format!("spiffe://bench/{name}"),
+                        region: region.clone(),
+                        zone: zone.clone(),
+                        capacity_class: id(CAPACITY_CLASS.into()),
+                        capacity: shape.replica_capacity,
+                    });
+                }
+            }
+            let tenant_scope: Option<ScopeId> = shape.admission.tenant_limit.map(|limit| {
+                let scope: ScopeId = id(format!("{tenant}-s"));
+                changes.push(Change::UpsertScope(AdmissionScope {
+                    id: scope.clone(),
+                    tenant: tenant.clone(),
+                    kind: ScopeKind::Tenant,
+                    limit,
+                }));
+                scope
+            });
+            for (c, capability) in capabilities.iter().enumerate() {
+                for b in 0..shape.bindings_per_tenant_capability {
+                    let binding: BindingId = id(format!("{tenant}-c{c}-b{b}"));
+                    let mut scopes: BTreeSet<ScopeId> = tenant_scope.iter().cloned().collect();
+                    if let Some(limit) = shape.admission.binding_limit {
+                        let scope: ScopeId = id(format!("{binding}-s"));
+                        changes.push(Change::UpsertScope(AdmissionScope {
+                            id: scope.clone(),
+                            tenant: tenant.clone(),
+                            kind: ScopeKind::Binding,
+                            limit,
+                        }));
+                        scopes.insert(scope);
+                    }
+                    // Spreads each capability's preferred binding over the
+                    // tenant's instances.
+                    let instance = (c as u32 + b) % shape.instances_per_tenant;
+                    changes.push(Change::UpsertBinding(Binding {
+                        id: binding.clone(),
+                        tenant: tenant.clone(),
+                        capability: capability.clone(),
+                        instance: id(format!("{tenant}-i{instance}")),
+                        priority: b,
+                        policy_revision: 1,
+                        credential: reference("credential", binding.as_str()),
+                        quota_policy: None,
+                        admission_scopes: scopes,
+                        enabled: true,
+                    }));
+                }
+            }
+        }
+        FleetPlan {
+            shape: shape.clone(),
+            tenants,
+            capabilities,
+            regions,
+            replicas,
+            changes,
+        }
+    }
+
+    /// The records as publications of at most `PUBLICATION_CHANGES_MAX`
+    /// changes each, in order.
+    pub fn publications(&self) -> Vec<Publication> {
+        self.changes
+            .chunks(PUBLICATION_CHANGES_MAX)
+            .map(|chunk| Publication {
+                changes: chunk.to_vec(),
+            })
+            .collect()
+    }
+
+    /// The registration of replica `spec` with the fleet's lease.
+    pub fn register_params(&self, spec: ReplicaSpec) -> RegisterParams {
+        RegisterParams {
+            spec,
+            health_seq: 1,
+            lease_ttl_ms: self.shape.lease_ttl_ms,
+        }
+    }
+
+    /// The deployment topology that prefers region `r` and its zone `z`
+    /// (both taken modulo their counts); other regions stay allowed.
+    pub fn topology(&self, r: usize, z: usize) -> TopologyPreference {
+        let (region, zones) = &self.regions[r % self.regions.len()];
+        TopologyPreference {
+            preferred_region: Some(region.clone()),
+            preferred_zone: Some(zones[z % zones.len()].clone()),
+            capacity_class: id::<CapacityClass>(CAPACITY_CLASS.into()),
+            cross_region: CrossRegion::Allowed,
+        }
+    }
+}
+
+/// Which setup step failed, and the registry's answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{step}: {source}")]
+pub struct SetupError {
+    /// The step, such as `publication 3 of 12`.
+    pub step: String,
+    /// The registry's error.
+    pub source: connreg::Error,
+}
+
+/// Publishes the plan's records and registers every replica, at most
+/// [`REGISTER_CONCURRENCY`] registrations at a time. Returns the catalog
+/// revision the fleet was published at.
+pub async fn build<R>(registry: &R, plan: &FleetPlan) -> Result<Revision, SetupError>
+where
+    R: Registry + Clone + 'static,
+{
+    let publications = plan.publications();
+    let total = publications.len();
+    let mut revision = Revision::default();
+    for (n, publication) in publications.into_iter().enumerate() {
+        revision = registry
+            .catalog_publish(publication)
+            .await
+            .map_err(|source| SetupError {
+                step: format!("publication {} of {total}", n + 1),
+                source,
+            })?;
+    }
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..REGISTER_CONCURRENCY.min(plan.replicas.len()) {
+        let registry = registry.clone();
+        let params: Vec<RegisterParams> = plan
+            .replicas
+            .iter()
+            .skip(w)
+            .step_by(REGISTER_CONCURRENCY)
+            .map(|spec| plan.register_params(spec.clone()))
+            .collect();
+        workers.spawn(async move {
+            for p in params {
+                let replica = p.spec.id.clone();
+                registry
+                    .replica_register(p)
+                    .await
+                    .map_err(|source| SetupError {
+                        step: format!("registering replica {replica}"),
+                        source,
+                    })?;
+            }
+            Ok::<(), SetupError>(())
+        });
+    }
+    while let Some(joined) = workers.join_next().await {
+        match joined {
+            Ok(result) => result?,
+            Err(e) => {
+                return Err(SetupError {
+                    step: "registering replicas".into(),
+                    source: connreg::Error::Unavailable {
+                        reason: format!("a registration task failed: {e}"),
+                    },
+                });
+            }
+        }
+    }
+    Ok(revision)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> FleetShape {
+        FleetShape {
+            tenants: 3,
+            capabilities: 2,
+            bindings_per_tenant_capability: 2,
+            instances_per_tenant: 2,
+            replicas_per_instance: 5,
+            regions: vec!["eu-west".into(), "us-east".into()],
+            zones_per_region: 2,
+            replica_capacity: 4,
+            lease_ttl_ms: 60_000,
+            admission: Admission {
+                tenant_limit: Some(10),
+                binding_limit: Some(5),
+            },
+        }
+    }
+
+    #[test]
+    fn the_plan_has_the_shape_it_was_asked_for() {
+        // spec: SIM-6
+        let s = shape();
+        let plan = FleetPlan::new(&s);
+        assert_eq!(plan.replicas.len() as u64, s.replicas());
+        let count = |f: fn(&Change) -> bool| plan.changes.iter().filter(|c| f(c)).count() as u64;
+        assert_eq!(
+            count(|c| matches!(c, Change::UpsertBinding(_))),
+            s.bindings()
+        );
+        assert_eq!(count(|c| matches!(c, Change::UpsertScope(_))), s.scopes());
+        assert_eq!(
+            count(|c| matches!(c, Change::UpsertInstance(_))),
+            s.instances()
+        );
+        let ids: BTreeSet<_> = plan.replicas.iter().map(|r| r.id.clone()).collect();
+        assert_eq!(ids.len(), plan.replicas.len(), "replica ids are unique");
+    }
+}

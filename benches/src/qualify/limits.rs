@@ -1,0 +1,112 @@
+//! Every bound of the qualification runner, named, with its unit last and
+//! the reason for its value. A contract past one of them is bad input
+//! (exit 2) with a message naming the bound; the relations between bounds
+//! are asserted at compile time at the bottom.
+//!
+//! Replica capacity, admission scope limits and lease lengths are bounded
+//! by the registry's own limits (`connreg::limits`), which the contract
+//! checks directly.
+
+use connreg::inspect::INSPECT_ROWS_MAX;
+use connreg::limits::{
+    INSTANCE_REPLICAS_MAX, TENANT_CAPABILITY_BINDINGS_MAX, VERSION_CAPABILITIES_MAX,
+};
+
+/// Largest contract file, in bytes. Contracts are a page of settings.
+pub const CONTRACT_BYTES_MAX: usize = 64 * 1024;
+
+/// Longest environment name, in bytes: it names reports and files.
+pub const NAME_BYTES_MAX: usize = 64;
+
+/// Longest environment description, in bytes.
+pub const DESCRIPTION_BYTES_MAX: usize = 1024;
+
+/// Most tenants in one fleet.
+pub const TENANTS_MAX: u32 = 1_000;
+
+/// Most capabilities: the fleet's one version implements all of them, so
+/// the registry's own bound per version applies.
+pub const CAPABILITIES_MAX: u32 = VERSION_CAPABILITIES_MAX as u32;
+
+/// Most bindings per (tenant, capability): the registry's own bound.
+pub const BINDINGS_PER_TENANT_CAPABILITY_MAX: u32 = TENANT_CAPABILITY_BINDINGS_MAX as u32;
+
+/// Most bindings in one fleet (tenants × capabilities × bindings each).
+pub const BINDINGS_MAX: u64 = 10_000;
+
+/// Most instances per tenant.
+pub const INSTANCES_PER_TENANT_MAX: u32 = 64;
+
+/// Most instances in one fleet.
+pub const INSTANCES_MAX: u64 = 10_000;
+
+/// Most replicas per instance: the registry's own bound.
+pub const REPLICAS_PER_INSTANCE_MAX: u32 = INSTANCE_REPLICAS_MAX as u32;
+
+/// Most replicas in one fleet. Five times the operator contract's 10,000,
+/// and small enough that a full inspection still has room for routes.
+pub const REPLICAS_MAX: u64 = 50_000;
+
+/// Most admission scopes in one fleet: one per tenant and one per binding.
+pub const SCOPES_MAX: u64 = TENANTS_MAX as u64 + BINDINGS_MAX;
+
+/// Most regions.
+pub const REGIONS_MAX: usize = 16;
+
+/// Most zones per region.
+pub const ZONES_PER_REGION_MAX: u32 = 8;
+
+/// Most concurrent clients. Each holds its own latency histograms; 256
+/// already saturates a database server of a few dozen cores.
+pub const CLIENTS_MAX: u32 = 256;
+
+/// Shortest run by duration, in milliseconds: below it the figures are noise.
+pub const DURATION_MS_MIN: u64 = 100;
+
+/// Longest run by duration, in milliseconds (one hour).
+pub const DURATION_MS_MAX: u64 = 60 * 60 * 1000;
+
+/// Most operations in a run by operation count.
+pub const OPERATIONS_MAX: u64 = 100_000_000;
+
+/// Most new actions (routes) one run creates. Routes are never deleted
+/// (REC-6), and the final check reads the whole store in one inspection
+/// of at most `INSPECT_ROWS_MAX` rows: replicas, scopes and routes must
+/// all fit. A run that reaches it stops early and says so.
+pub const ACTIONS_MAX: u64 = INSPECT_ROWS_MAX as u64 - REPLICAS_MAX - SCOPES_MAX;
+
+/// Most reservations one client holds unsettled before a new resolve is
+/// replaced by a settlement.
+pub const OUTSTANDING_PER_CLIENT_MAX: u32 = 1_024;
+
+/// Largest weight of one entry of the operation or outcome mix.
+pub const MIX_WEIGHT_MAX: u32 = 1_000_000;
+
+/// Replica registrations in flight at once while the fleet is set up.
+pub const REGISTER_CONCURRENCY: usize = 16;
+
+/// Most data-pool connections of a PostgreSQL run; the pool gets one per
+/// client up to this. Well inside the test server's 300 connections.
+pub const PG_DATA_CONNECTIONS_MAX: u32 = 64;
+
+/// Largest latency the histograms hold, in microseconds (one minute);
+/// slower calls are recorded at this value.
+pub const LATENCY_US_MAX: u64 = 60 * 1_000_000;
+
+/// Significant digits of the latency histograms: 1% resolution.
+pub const LATENCY_SIGNIFICANT_DIGITS: u8 = 2;
+
+/// Most violations a report lists one by one; all are counted.
+pub const VIOLATION_DETAILS_MAX: usize = 20;
+
+const _: () = {
+    assert!(ACTIONS_MAX >= 100_000);
+    assert!(REPLICAS_MAX + SCOPES_MAX + ACTIONS_MAX <= INSPECT_ROWS_MAX as u64);
+    assert!(REPLICAS_PER_INSTANCE_MAX as u64 <= REPLICAS_MAX);
+    assert!(INSTANCES_PER_TENANT_MAX as u64 * TENANTS_MAX as u64 >= INSTANCES_MAX);
+    assert!(DURATION_MS_MIN < DURATION_MS_MAX);
+    assert!(PG_DATA_CONNECTIONS_MAX <= connreg_pgtest::limits::SERVER_CONNECTIONS_MAX / 2);
+    assert!(LATENCY_US_MAX > 1_000);
+    assert!(REGISTER_CONCURRENCY >= 1);
+    assert!(VIOLATION_DETAILS_MAX >= 1);
+};

@@ -1,0 +1,37 @@
+//! Scale qualification (SIM-6): run a named environment contract against a
+//! backend and report PASS or FAIL with the measured figures.
+//!
+//! ```sh
+//! cargo run -p connreg-benches --release --bin connreg-qualify -- \
+//!   --env benches/environments/smoke.toml [--backend postgres] [--report out.json]
+//! ```
+//!
+//! # Map
+//!
+//! - [`contract`]: the TOML environment contract, strictly parsed.
+//! - [`limits`]: every bound of the runner, named.
+//! - [`fleet`]: a fleet's records from its shape; publication, registration.
+//! - [`workload`]: the clients and their operation mix.
+//! - [`stats`]: counts, errors by kind, latency histograms.
+//! - [`check`]: invariants, as answers arrive and over a final inspection.
+//! - [`report`]: the JSON report, thresholds and verdict, the summary.
+//! - [`run`]: one qualification, start to end, on either backend.
+//! - [`error`]: errors without a verdict, and the exit codes.
+//! - [`cli`]: the `connreg-qualify` command line.
+
+pub mod check;
+pub mod cli;
+pub mod contract;
+pub mod error;
+pub mod fleet;
+pub mod limits;
+pub mod report;
+pub mod run;
+pub mod stats;
+pub mod workload;
+
+pub use contract::{BackendKind, Contract, ContractError};
+pub use error::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_RUN_ERROR, QualifyError};
+pub use fleet::{FleetPlan, FleetShape};
+pub use report::{Report, Verdict};
+pub use run::qualify;

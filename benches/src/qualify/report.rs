@@ -1,0 +1,458 @@
+//! The qualification report: what ran, where, the measured figures, each
+//! threshold with its measured value and verdict, and the overall verdict.
+//! Serialized as JSON (`--report FILE`) and summarized for humans.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::check::Checked;
+use super::contract::{BackendKind, Thresholds};
+use super::stats::LatencySummary;
+use super::workload::StopReason;
+
+/// The report format's name and version.
+pub const REPORT_FORMAT: &str = "connreg-qualify-report.v1";
+
+/// Pass or fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Met.
+    Pass,
+    /// Not met.
+    Fail,
+}
+
+impl Verdict {
+    fn of(pass: bool) -> Verdict {
+        if pass { Verdict::Pass } else { Verdict::Fail }
+    }
+
+    /// `PASS` or `FAIL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+        }
+    }
+}
+
+/// A whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// [`REPORT_FORMAT`].
+    pub format: String,
+    /// Which contract ran.
+    pub environment: EnvironmentFacts,
+    /// On which backend.
+    pub backend: BackendFacts,
+    /// On which machine.
+    pub machine: MachineFacts,
+    /// The fleet as built.
+    pub fleet: FleetFacts,
+    /// The load as asked.
+    pub load: LoadFacts,
+    /// What was measured.
+    pub measured: Measured,
+    /// The end-of-run invariant check.
+    pub invariants: InvariantFacts,
+    /// Every threshold, in contract order, then the invariant threshold.
+    pub thresholds: Vec<ThresholdResult>,
+    /// Pass when every threshold passes.
+    pub verdict: Verdict,
+}
+
+/// Which contract ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvironmentFacts {
+    /// Its name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// The file it came from.
+    pub file: String,
+}
+
+/// The backend a run used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendFacts {
+    /// `memory` or `postgres`.
+    pub kind: BackendKind,
+    /// For postgres: where the server came from (`url`, `local`, `docker`).
+    pub server_source: Option<String>,
+    /// For postgres: data-pool connections.
+    pub data_connections: Option<u32>,
+}
+
+/// The machine a run used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineFacts {
+    /// Cores available to this process.
+    pub cores: usize,
+    /// Operating system.
+    pub os: String,
+    /// CPU architecture.
+    pub arch: String,
+    /// `release` or `debug`: debug figures are not qualification figures.
+    pub build: String,
+}
+
+impl MachineFacts {
+    /// This machine and build.
+    pub fn here() -> MachineFacts {
+        MachineFacts {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            os: std::env::consts::OS.into(),
+            arch: std::env::consts::ARCH.into(),
+            build: if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
+            .into(),
+        }
+    }
+}
+
+/// The fleet as built.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetFacts {
+    /// Tenants.
+    pub tenants: u64,
+    /// Capabilities.
+    pub capabilities: u64,
+    /// Bindings.
+    pub bindings: u64,
+    /// Instances.
+    pub instances: u64,
+    /// Replicas.
+    pub replicas: u64,
+    /// Admission scopes.
+    pub scopes: u64,
+    /// The catalog revision after publication.
+    pub catalog_revision: u64,
+    /// Publication and registration time, in milliseconds.
+    pub setup_ms: u64,
+}
+
+/// The load as asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadFacts {
+    /// Concurrent clients.
+    pub clients: u32,
+    /// Duration asked, if the run was by duration.
+    pub duration_ms: Option<u64>,
+    /// Operations asked, if the run was by count.
+    pub operations: Option<u64>,
+    /// The budget of new actions.
+    pub actions_max: u64,
+    /// The seed.
+    pub seed: u64,
+}
+
+/// One operation's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OperationFigures {
+    /// Calls.
+    pub count: u64,
+    /// Calls that succeeded.
+    pub ok: u64,
+    /// Latency of all calls.
+    pub latency: LatencySummary,
+}
+
+/// Errors of one kind from one operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorCount {
+    /// The operation.
+    pub operation: String,
+    /// The error kind (`connreg::Error::kind`).
+    pub kind: String,
+    /// Whether it is a normal answer under load.
+    pub expected: bool,
+    /// How many.
+    pub count: u64,
+}
+
+/// What was measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Wall-clock time of the measured run, in milliseconds.
+    pub elapsed_ms: f64,
+    /// Why it ended.
+    pub stopped_by: StopReason,
+    /// Operations of every kind.
+    pub operations: u64,
+    /// Operations per second.
+    pub operations_per_s: f64,
+    /// Successful resolves, new and duplicate.
+    pub resolves_ok: u64,
+    /// Successful resolves per second.
+    pub resolves_per_s: f64,
+    /// Latency of every resolve call.
+    pub resolve_latency: LatencySummary,
+    /// Figures per operation.
+    pub by_operation: BTreeMap<String, OperationFigures>,
+    /// Resolves that created a route.
+    pub resolves_created: u64,
+    /// Duplicate resolves answered with the held route.
+    pub resolves_existing: u64,
+    /// Settlements that released a reservation.
+    pub settlements_released: u64,
+    /// Heartbeats ignored as out of order.
+    pub heartbeats_ignored: u64,
+    /// Mix picks replaced by another operation.
+    pub mix_substitutions: u64,
+    /// Errors by operation and kind.
+    pub errors: Vec<ErrorCount>,
+    /// Errors that are not normal answers.
+    pub unexpected_errors: u64,
+    /// Unexpected errors per operation.
+    pub unexpected_error_rate: f64,
+    /// Share of new resolves answered `no_capacity`.
+    pub no_capacity_rate: f64,
+}
+
+/// The invariant check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvariantFacts {
+    /// What the end check read.
+    pub checked: Checked,
+    /// Violations, during the run and at the end.
+    pub violations: u64,
+    /// Violations by kind.
+    pub by_kind: BTreeMap<String, u64>,
+    /// The first violations, described.
+    pub details: Vec<String>,
+}
+
+/// Whether a threshold is a floor or a ceiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Bound {
+    /// The measured value must be at least the limit.
+    #[serde(rename = ">=")]
+    AtLeast,
+    /// The measured value must be at most the limit.
+    #[serde(rename = "<=")]
+    AtMost,
+}
+
+/// One threshold, measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThresholdResult {
+    /// The contract key, such as `resolves_per_s_min`.
+    pub name: String,
+    /// Floor or ceiling.
+    pub bound: Bound,
+    /// The contract's limit.
+    pub limit: f64,
+    /// The measured value.
+    pub measured: f64,
+    /// Whether it was met.
+    pub verdict: Verdict,
+}
+
+impl ThresholdResult {
+    fn new(name: &str, bound: Bound, limit: f64, measured: f64) -> ThresholdResult {
+        let pass = match bound {
+            Bound::AtLeast => measured >= limit,
+            Bound::AtMost => measured <= limit,
+        };
+        ThresholdResult {
+            name: name.into(),
+            bound,
+            limit,
+            measured,
+            verdict: Verdict::of(pass),
+        }
+    }
+}
+
+/// Every threshold of `t` against the figures, then zero violations.
+pub fn evaluate(t: &Thresholds, m: &Measured, violations: u64) -> Vec<ThresholdResult> {
+    let mut out = vec![
+        ThresholdResult::new(
+            "resolves_per_s_min",
+            Bound::AtLeast,
+            t.resolves_per_s_min,
+            m.resolves_per_s,
+        ),
+        ThresholdResult::new(
+            "resolve_p99_ms_max",
+            Bound::AtMost,
+            t.resolve_p99_ms_max,
+            m.resolve_latency.p99_ms,
+        ),
+    ];
+    if let Some(limit) = t.resolve_p50_ms_max {
+        out.push(ThresholdResult::new(
+            "resolve_p50_ms_max",
+            Bound::AtMost,
+            limit,
+            m.resolve_latency.p50_ms,
+        ));
+    }
+    out.push(ThresholdResult::new(
+        "unexpected_error_rate_max",
+        Bound::AtMost,
+        t.unexpected_error_rate_max,
+        m.unexpected_error_rate,
+    ));
+    if let Some(limit) = t.no_capacity_rate_max {
+        out.push(ThresholdResult::new(
+            "no_capacity_rate_max",
+            Bound::AtMost,
+            limit,
+            m.no_capacity_rate,
+        ));
+    }
+    out.push(ThresholdResult::new(
+        "invariant_violations_max",
+        Bound::AtMost,
+        0.0,
+        violations as f64,
+    ));
+    out
+}
+
+/// Pass when every threshold passes.
+pub fn overall(thresholds: &[ThresholdResult]) -> Verdict {
+    Verdict::of(thresholds.iter().all(|t| t.verdict == Verdict::Pass))
+}
+
+fn number(v: f64) -> String {
+    if v == 0.0 || v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+impl Report {
+    /// A short summary for humans.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let m = &self.measured;
+        let f = &self.fleet;
+        let _ = writeln!(
+            s,
+            "connreg-qualify: {} ({}) on {}{}",
+            self.environment.name,
+            self.environment.file,
+            self.backend.kind,
+            self.backend
+                .server_source
+                .as_ref()
+                .map_or(String::new(), |src| format!(" (server: {src})")),
+        );
+        let _ = writeln!(
+            s,
+            "machine:    {} cores, {} {}, {} build",
+            self.machine.cores, self.machine.os, self.machine.arch, self.machine.build
+        );
+        let _ = writeln!(
+            s,
+            "fleet:      {} tenants, {} capabilities, {} bindings, {} instances, {} replicas, {} scopes (set up in {} ms)",
+            f.tenants, f.capabilities, f.bindings, f.instances, f.replicas, f.scopes, f.setup_ms
+        );
+        let _ = writeln!(
+            s,
+            "run:        {} clients, {} operations in {:.2} s (stopped by {}), {} ops/s",
+            self.load.clients,
+            m.operations,
+            m.elapsed_ms / 1000.0,
+            match m.stopped_by {
+                StopReason::Duration => "duration",
+                StopReason::Operations => "operation count",
+                StopReason::ActionBudget => "the new-action budget",
+            },
+            number(m.operations_per_s),
+        );
+        let _ = writeln!(
+            s,
+            "resolves:   {} ok ({} created, {} duplicate) = {}/s; latency p50 {} ms, p99 {} ms, max {} ms",
+            m.resolves_ok,
+            m.resolves_created,
+            m.resolves_existing,
+            number(m.resolves_per_s),
+            number(m.resolve_latency.p50_ms),
+            number(m.resolve_latency.p99_ms),
+            number(m.resolve_latency.max_ms),
+        );
+        let errors = if m.errors.is_empty() {
+            "none".to_string()
+        } else {
+            m.errors
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{}/{} {}{}",
+                        e.operation,
+                        e.kind,
+                        e.count,
+                        if e.expected { " (expected)" } else { "" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            s,
+            "errors:     {errors}; unexpected rate {}",
+            number(m.unexpected_error_rate)
+        );
+        let i = &self.invariants;
+        let _ = writeln!(
+            s,
+            "invariants: {} replicas, {} scopes, {} routes checked; {} violations",
+            i.checked.replicas, i.checked.scopes, i.checked.routes, i.violations
+        );
+        for d in &i.details {
+            let _ = writeln!(s, "  - {d}");
+        }
+        let _ = writeln!(s, "thresholds:");
+        for t in &self.thresholds {
+            let _ = writeln!(
+                s,
+                "  {} {:<26} measured {:>12}  limit {} {}",
+                t.verdict.as_str(),
+                t.name,
+                number(t.measured),
+                match t.bound {
+                    Bound::AtLeast => ">=",
+                    Bound::AtMost => "<=",
+                },
+                number(t.limit),
+            );
+        }
+        let _ = write!(s, "verdict: {}", self.verdict.as_str());
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_floor_passes_at_its_limit_and_a_ceiling_fails_above_it() {
+        // spec: SIM-6
+        assert_eq!(
+            ThresholdResult::new("a", Bound::AtLeast, 10.0, 10.0).verdict,
+            Verdict::Pass
+        );
+        assert_eq!(
+            ThresholdResult::new("b", Bound::AtMost, 0.0, 1.0).verdict,
+            Verdict::Fail
+        );
+        let results = vec![
+            ThresholdResult::new("a", Bound::AtLeast, 1.0, 2.0),
+            ThresholdResult::new("b", Bound::AtMost, 1.0, 2.0),
+        ];
+        assert_eq!(overall(&results), Verdict::Fail);
+    }
+}

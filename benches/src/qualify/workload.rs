@@ -1,0 +1,463 @@
+//! The clients: each picks operations from the contract's mix with its own
+//! seeded generator, issues one at a time, times each call with the wall
+//! clock, and checks every answer it can check on the spot.
+//!
+//! A client holds at most `outstanding_per_client_max` reservations. A new
+//! resolve picked while it holds that many becomes a settlement; a
+//! duplicate resolve or a settlement picked while it holds none becomes a
+//! new resolve (each counted as a substitution). Duplicates and
+//! settlements pick a held reservation at random. New actions are named
+//! `c<client>-a<n>`, so no two clients share one.
+//!
+//! The run stops at the deadline, after the contract's operation count,
+//! or when the run's budget of new actions is spent, whichever comes first.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use connreg::contracts::Registry;
+use connreg::{
+    ActionId, CatalogQuery, HeartbeatOutcome, HeartbeatParams, Outcome, Reader, ResolveKind,
+    RouteRequest, SettleParams,
+};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use super::check::{Expect, Tracked, ViolationKind};
+use super::contract::{Contract, Mix, RunLength};
+use super::fleet::FleetPlan;
+use super::stats::{Operation, Tally};
+
+/// Why the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The contract's duration passed.
+    Duration,
+    /// The contract's operation count was reached.
+    Operations,
+    /// The run's budget of new actions was spent (see `ACTIONS_MAX`).
+    ActionBudget,
+}
+
+/// What every client shares: the registry, the plan, and the stop rule.
+#[derive(Debug)]
+pub struct Shared<R> {
+    registry: R,
+    plan: Arc<FleetPlan>,
+    mix: Mix,
+    seed: u64,
+    outstanding_max: usize,
+    length: RunLength,
+    deadline: Instant,
+    operations_claimed: AtomicU64,
+    actions_claimed: AtomicU64,
+    actions_budget: u64,
+    actions_spent: AtomicBool,
+    heartbeat_seq: AtomicU64,
+}
+
+/// What one client hands back.
+#[derive(Debug, Default)]
+pub struct ClientResult {
+    /// Its counts.
+    pub tally: Tally,
+    /// Every new action it resolved, with what it expects of it.
+    pub tracked: Vec<Tracked>,
+}
+
+impl<R: Registry> Shared<R> {
+    /// The shared state of a run of `contract` starting at `start`.
+    pub fn new(registry: R, plan: Arc<FleetPlan>, contract: &Contract, start: Instant) -> Self {
+        let length = contract.load.length();
+        let deadline = match length {
+            RunLength::DurationMs(ms) => start + Duration::from_millis(ms),
+            // Runs by count end by count; the deadline is out of reach.
+            RunLength::Operations(_) => start + Duration::from_secs(365 * 24 * 3600),
+        };
+        Shared {
+            registry,
+            plan,
+            mix: contract.mix,
+            seed: contract.seed,
+            outstanding_max: contract.load.outstanding_per_client_max as usize,
+            length,
+            deadline,
+            operations_claimed: AtomicU64::new(0),
+            actions_claimed: AtomicU64::new(0),
+            actions_budget: contract.load.actions_budget(),
+            actions_spent: AtomicBool::new(false),
+            // Registration used health sequence 1.
+            heartbeat_seq: AtomicU64::new(2),
+        }
+    }
+
+    /// Why the run ended, once every client is done.
+    pub fn stop_reason(&self) -> StopReason {
+        if self.actions_spent.load(Ordering::Relaxed) {
+            StopReason::ActionBudget
+        } else {
+            match self.length {
+                RunLength::DurationMs(_) => StopReason::Duration,
+                RunLength::Operations(_) => StopReason::Operations,
+            }
+        }
+    }
+
+    /// True while the run may take one more operation.
+    fn claim_operation(&self) -> bool {
+        if self.actions_spent.load(Ordering::Relaxed) {
+            return false;
+        }
+        match self.length {
+            RunLength::DurationMs(_) => Instant::now() < self.deadline,
+            RunLength::Operations(n) => self.operations_claimed.fetch_add(1, Ordering::Relaxed) < n,
+        }
+    }
+
+    /// True when one more new action fits the budget; false ends the run.
+    fn claim_action(&self) -> bool {
+        if self.actions_claimed.fetch_add(1, Ordering::Relaxed) < self.actions_budget {
+            true
+        } else {
+            self.actions_spent.store(true, Ordering::Relaxed);
+            false
+        }
+    }
+}
+
+/// One client's loop.
+pub async fn client<R: Registry>(shared: Arc<Shared<R>>, index: u32) -> ClientResult {
+    let mut c = Client {
+        shared: &shared,
+        index,
+        rng: SmallRng::seed_from_u64(
+            shared
+                .seed
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(u64::from(index)),
+        ),
+        held: Vec::new(),
+        next_action: 0,
+        result: ClientResult::default(),
+    };
+    while shared.claim_operation() {
+        let op = c.pick();
+        if !c.run(op).await {
+            break;
+        }
+        // The in-memory backend never suspends; yielding lets every client
+        // take turns on the runtime's threads.
+        tokio::task::yield_now().await;
+    }
+    c.result
+}
+
+struct Client<'a, R> {
+    shared: &'a Shared<R>,
+    index: u32,
+    rng: SmallRng,
+    /// Indexes into `result.tracked` of the reservations held.
+    held: Vec<usize>,
+    next_action: u64,
+    result: ClientResult,
+}
+
+impl<R: Registry> Client<'_, R> {
+    fn pick(&mut self) -> Operation {
+        let m = &self.shared.mix;
+        let weights = [
+            (Operation::ResolveNew, m.resolve_new),
+            (Operation::ResolveDuplicate, m.resolve_duplicate),
+            (Operation::Settle, m.settle),
+            (Operation::Heartbeat, m.heartbeat),
+            (Operation::CatalogPage, m.catalog_page),
+        ];
+        let op = weighted(&mut self.rng, &weights).unwrap_or(Operation::ResolveNew);
+        let substitute = match op {
+            Operation::ResolveNew if self.held.len() >= self.shared.outstanding_max => {
+                Some(Operation::Settle)
+            }
+            Operation::ResolveDuplicate | Operation::Settle if self.held.is_empty() => {
+                Some(Operation::ResolveNew)
+            }
+            _ => None,
+        };
+        if let Some(s) = substitute {
+            self.result.tally.substitutions += 1;
+            return s;
+        }
+        op
+    }
+
+    /// Runs one operation; false when the run must end.
+    async fn run(&mut self, op: Operation) -> bool {
+        match op {
+            Operation::ResolveNew => return self.resolve_new().await,
+            Operation::ResolveDuplicate => self.resolve_duplicate().await,
+            Operation::Settle => self.settle().await,
+            Operation::Heartbeat => self.heartbeat().await,
+            Operation::CatalogPage => self.catalog_page().await,
+        }
+        true
+    }
+
+    fn request(&mut self, action: ActionId, tenant: usize, capability: usize) -> RouteRequest {
+        let plan = &self.shared.plan;
+        let region = self.rng.random_range(0..plan.regions.len());
+        let zone = self
+            .rng
+            .random_range(0..plan.shape.zones_per_region as usize);
+        RouteRequest {
+            action,
+            tenant: Some(plan.tenants[tenant].clone()),
+            capability: plan.capabilities[capability].clone(),
+            topology: plan.topology(region, zone),
+        }
+    }
+
+    async fn resolve_new(&mut self) -> bool {
+        if !self.shared.claim_action() {
+            return false;
+        }
+        let action = ActionId::new(format!("c{}-a{}", self.index, self.next_action))
+            .expect("bench action ids are valid");
+        self.next_action += 1;
+        let tenant = self.rng.random_range(0..self.shared.plan.tenants.len());
+        let capability = self
+            .rng
+            .random_range(0..self.shared.plan.capabilities.len());
+        let request = self.request(action.clone(), tenant, capability);
+        let started = Instant::now();
+        let answer = self.shared.registry.route_resolve(request).await;
+        let elapsed = started.elapsed();
+        let tally = &mut self.result.tally;
+        let expect = match answer {
+            Ok(resolved) => {
+                tally.record(Operation::ResolveNew, elapsed, None);
+                tally.resolves_created += u64::from(resolved.kind == ResolveKind::Created);
+                if resolved.kind != ResolveKind::Created {
+                    tally
+                        .violations
+                        .add(ViolationKind::NewActionNotCreated, || {
+                            format!("new action {action} resolved as {:?}", resolved.kind)
+                        });
+                }
+                self.held.push(self.result.tracked.len());
+                Expect::Reserved(resolved.assignment)
+            }
+            Err(e) => {
+                tally.record(Operation::ResolveNew, elapsed, Some(e.kind()));
+                if Operation::ResolveNew.expects(e.kind()) {
+                    Expect::NoRoute
+                } else {
+                    Expect::Unknown
+                }
+            }
+        };
+        self.result.tracked.push(Tracked { action, expect });
+        true
+    }
+
+    /// A random held reservation: its position in `held` and its index in
+    /// `tracked`. Only called with something held.
+    fn pick_held(&mut self) -> (usize, usize) {
+        let at = self.rng.random_range(0..self.held.len());
+        (at, self.held[at])
+    }
+
+    async fn resolve_duplicate(&mut self) {
+        let (_, i) = self.pick_held();
+        let Expect::Reserved(held) = self.result.tracked[i].expect.clone() else {
+            return;
+        };
+        let identity = &held.identity;
+        let tenant = self
+            .shared
+            .plan
+            .tenants
+            .iter()
+            .position(|t| *t == identity.tenant)
+            .unwrap_or(0);
+        let capability = self
+            .shared
+            .plan
+            .capabilities
+            .iter()
+            .position(|c| *c == identity.capability)
+            .unwrap_or(0);
+        // A fresh topology on purpose: preferences never move a route (ROUTE-11).
+        let request = self.request(identity.action.clone(), tenant, capability);
+        let started = Instant::now();
+        let answer = self.shared.registry.route_resolve(request).await;
+        let elapsed = started.elapsed();
+        let tally = &mut self.result.tally;
+        match answer {
+            Ok(resolved) => {
+                tally.record(Operation::ResolveDuplicate, elapsed, None);
+                match resolved.kind {
+                    ResolveKind::Existing => tally.resolves_existing += 1,
+                    ResolveKind::Reserved => tally.resolves_reserved += 1,
+                    ResolveKind::Created => tally.resolves_created += 1,
+                }
+                if resolved.kind != ResolveKind::Existing || resolved.assignment != held {
+                    let action = &held.identity.action;
+                    tally
+                        .violations
+                        .add(ViolationKind::DuplicateResolveChanged, || {
+                            format!(
+                                "duplicate resolve of held action {action} answered {:?} with {}",
+                                resolved.kind,
+                                if resolved.assignment == held {
+                                    "the held assignment"
+                                } else {
+                                    "another assignment"
+                                }
+                            )
+                        });
+                }
+            }
+            Err(e) => tally.record(Operation::ResolveDuplicate, elapsed, Some(e.kind())),
+        }
+    }
+
+    fn outcome(&mut self) -> Outcome {
+        let o = &self.shared.mix.settle_outcomes;
+        weighted(
+            &mut self.rng,
+            &[
+                (Outcome::Completed, o.completed),
+                (Outcome::OutcomeUnknown, o.outcome_unknown),
+                (Outcome::Cancelled, o.cancelled),
+                (Outcome::LeaseExpired, o.lease_expired),
+            ],
+        )
+        .unwrap_or(Outcome::Completed)
+    }
+
+    async fn settle(&mut self) {
+        let (at, i) = self.pick_held();
+        self.held.swap_remove(at);
+        let Expect::Reserved(assignment) = self.result.tracked[i].expect.clone() else {
+            return;
+        };
+        let outcome = self.outcome();
+        let started = Instant::now();
+        let answer = self
+            .shared
+            .registry
+            .route_settle(SettleParams {
+                assignment: assignment.clone(),
+                outcome,
+            })
+            .await;
+        let elapsed = started.elapsed();
+        let tally = &mut self.result.tally;
+        let tracked = &mut self.result.tracked[i];
+        match answer {
+            Ok(settled) => {
+                tally.record(Operation::Settle, elapsed, None);
+                if settled.released {
+                    tally.settlements_released += 1;
+                } else {
+                    let action = &tracked.action;
+                    tally.violations.add(ViolationKind::SettleNotReleased, || {
+                        format!("settling held action {action} released nothing")
+                    });
+                }
+                tracked.expect = Expect::Released(assignment, outcome);
+            }
+            Err(e) => {
+                tally.record(Operation::Settle, elapsed, Some(e.kind()));
+                tracked.expect = Expect::Unknown;
+            }
+        }
+    }
+
+    async fn heartbeat(&mut self) {
+        let plan = &self.shared.plan;
+        let replica = plan.replicas[self.rng.random_range(0..plan.replicas.len())]
+            .id
+            .clone();
+        let params = HeartbeatParams {
+            replica,
+            health_seq: self.shared.heartbeat_seq.fetch_add(1, Ordering::Relaxed),
+            lease_ttl_ms: plan.shape.lease_ttl_ms,
+        };
+        let started = Instant::now();
+        let answer = self.shared.registry.replica_heartbeat(params).await;
+        let elapsed = started.elapsed();
+        let tally = &mut self.result.tally;
+        match answer {
+            Ok(outcome) => {
+                tally.record(Operation::Heartbeat, elapsed, None);
+                // Racing heartbeats of one replica may arrive out of order.
+                tally.heartbeats_ignored += u64::from(outcome == HeartbeatOutcome::Ignored);
+            }
+            Err(e) => tally.record(Operation::Heartbeat, elapsed, Some(e.kind())),
+        }
+    }
+
+    async fn catalog_page(&mut self) {
+        let plan = &self.shared.plan;
+        let tenant = plan.tenants[self.rng.random_range(0..plan.tenants.len())].clone();
+        let query = CatalogQuery::first_page(Reader::Tenant(tenant.clone()));
+        let started = Instant::now();
+        let answer = self.shared.registry.catalog_page(query).await;
+        let elapsed = started.elapsed();
+        let tally = &mut self.result.tally;
+        match answer {
+            Ok(page) => {
+                tally.record(Operation::CatalogPage, elapsed, None);
+                // Every tenant binds every capability (CAT-5).
+                let expected = plan
+                    .capabilities
+                    .len()
+                    .min(connreg::limits::PAGE_ITEMS_DEFAULT as usize);
+                if page.entries.len() != expected {
+                    tally.violations.add(ViolationKind::CatalogIncomplete, || {
+                        format!(
+                            "tenant {tenant}'s first page lists {} capabilities, not {expected}",
+                            page.entries.len()
+                        )
+                    });
+                }
+            }
+            Err(e) => tally.record(Operation::CatalogPage, elapsed, Some(e.kind())),
+        }
+    }
+}
+
+/// One of `choices`, with probability proportional to its weight; `None`
+/// when every weight is zero.
+fn weighted<T: Copy>(rng: &mut SmallRng, choices: &[(T, u32)]) -> Option<T> {
+    let total: u64 = choices.iter().map(|(_, w)| u64::from(*w)).sum();
+    if total == 0 {
+        return None;
+    }
+    let mut pick = rng.random_range(0..total);
+    for (choice, w) in choices {
+        let w = u64::from(*w);
+        if pick < w {
+            return Some(*choice);
+        }
+        pick -= w;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weighted_never_picks_a_zero_weight() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        for _ in 0..1_000 {
+            assert_eq!(weighted(&mut rng, &[(1, 0), (2, 5), (3, 0)]), Some(2));
+        }
+        assert_eq!(weighted::<u8>(&mut rng, &[(1, 0)]), None);
+    }
+}

@@ -1,0 +1,118 @@
+//! Running pgbench's built-in TPC-B against a database of the test server.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use connreg_pgtest::TestDatabase;
+
+/// pgbench, pointed at one database.
+#[derive(Debug, Clone)]
+pub struct Pgbench {
+    program: PathBuf,
+    host: String,
+    port: u16,
+    user: String,
+    password: Option<String>,
+    database: String,
+}
+
+impl Pgbench {
+    /// pgbench from the server's binaries, for `database`.
+    pub fn for_database(database: &TestDatabase) -> Result<Pgbench, String> {
+        let bindir = connreg_pgtest::bindir()
+            .ok_or("no PostgreSQL binaries found for pgbench (set CONNREG_PG_BINDIR)")?;
+        let server = database.server();
+        Ok(Pgbench {
+            program: bindir.join("pgbench"),
+            host: server.host().to_owned(),
+            port: server.port(),
+            user: server.superuser().to_owned(),
+            password: server.password().map(str::to_owned),
+            database: database.database_name().to_owned(),
+        })
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command
+            .args(["-h", &self.host, "-p", &self.port.to_string(), "-U", &self.user])
+            .env("PGAPPNAME", "connreg-bench-pgbench");
+        if let Some(password) = &self.password {
+            command.env("PGPASSWORD", password);
+        }
+        command
+    }
+
+    /// `pgbench -i -s scale`: creates and fills the TPC-B tables.
+    pub fn initialize(&self, scale: u32) -> Result<(), String> {
+        let output = self
+            .command()
+            .args(["-i", "-q", "-s", &scale.to_string()])
+            .arg(&self.database)
+            .output()
+            .map_err(|e| format!("could not run pgbench: {e}"))?;
+        check(&output, "pgbench -i")?;
+        Ok(())
+    }
+
+    /// `pgbench -c clients -j clients -T secs`: the built-in TPC-B; its
+    /// transactions per second without connection time.
+    pub fn run(&self, clients: u32, secs: u64) -> Result<f64, String> {
+        let output = self
+            .command()
+            .args(["-c", &clients.to_string(), "-j", &clients.to_string()])
+            .args(["-T", &secs.to_string()])
+            .arg(&self.database)
+            .output()
+            .map_err(|e| format!("could not run pgbench: {e}"))?;
+        let stdout = check(&output, "pgbench")?;
+        parse_tps(&stdout).ok_or_else(|| format!("no tps line in pgbench's output:\n{stdout}"))
+    }
+}
+
+fn check(output: &Output, what: &str) -> Result<String, String> {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "{what} failed ({}):\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+/// The throughput of a pgbench report: the `tps = N (without initial
+/// connection time)` line (PostgreSQL 14 and later), else the first.
+pub fn parse_tps(report: &str) -> Option<f64> {
+    let tps_lines: Vec<&str> = report
+        .lines()
+        .filter(|l| l.trim_start().starts_with("tps = "))
+        .collect();
+    let line = tps_lines
+        .iter()
+        .find(|l| l.contains("without initial connection time"))
+        .or_else(|| tps_lines.first())?;
+    line.trim_start()
+        .strip_prefix("tps = ")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_tps;
+
+    #[test]
+    fn tps_is_read_from_a_pgbench_report() {
+        let report = "transaction type: <builtin: TPC-B (sort of)>\n\
+                      latency average = 1.234 ms\n\
+                      initial connection time = 3.210 ms\n\
+                      tps = 812.345678 (without initial connection time)\n";
+        assert_eq!(parse_tps(report), Some(812.345678));
+        assert_eq!(parse_tps("nothing here"), None);
+    }
+}

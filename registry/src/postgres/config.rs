@@ -1,0 +1,175 @@
+//! Pool options: where each pool connects, as whom, and its bounds (AUTH-1).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use super::error::StartError;
+use super::setup::{Roles, SCHEMA};
+
+/// One pool's connection target and bounds.
+///
+/// Defaults ([`PoolOptions::control`], [`PoolOptions::data`]):
+///
+/// | field                  | control            | data            |
+/// |------------------------|--------------------|-----------------|
+/// | `application_name`     | `connreg-control`  | `connreg-data`  |
+/// | `max_connections`      | 4                  | 32              |
+/// | `min_connections`      | 0                  | 0               |
+/// | `acquire_timeout_ms`   | 5 000              | 5 000           |
+/// | `idle_timeout_ms`      | 60 000             | 60 000          |
+/// | `statement_timeout_ms` | 60 000             | 5 000           |
+///
+/// The control pool runs migrations and publications of up to
+/// [`PUBLICATION_CHANGES_MAX`](crate::limits::PUBLICATION_CHANGES_MAX)
+/// changes, hence its longer statement timeout; the data pool serves short
+/// routing transactions. Every connection sets `search_path` to the
+/// `connreg` schema, its `application_name` and its `statement_timeout`, and
+/// ends transactions left idle for longer than the statement timeout.
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
+    /// Server, database, role and password.
+    pub connect: PgConnectOptions,
+    /// Shown in `pg_stat_activity`, so operators can tell the pools apart.
+    pub application_name: String,
+    /// Most connections the pool opens.
+    pub max_connections: u32,
+    /// Connections the pool keeps open when idle.
+    pub min_connections: u32,
+    /// Longest wait for a free connection before a call fails as unavailable.
+    pub acquire_timeout_ms: u64,
+    /// An idle connection above `min_connections` closes after this long.
+    pub idle_timeout_ms: u64,
+    /// The server cancels any statement running longer than this.
+    pub statement_timeout_ms: u64,
+}
+
+impl PoolOptions {
+    /// Control-pool defaults for `connect`.
+    pub fn control(connect: PgConnectOptions) -> PoolOptions {
+        PoolOptions {
+            connect,
+            application_name: "connreg-control".into(),
+            max_connections: 4,
+            min_connections: 0,
+            acquire_timeout_ms: 5_000,
+            idle_timeout_ms: 60_000,
+            statement_timeout_ms: 60_000,
+        }
+    }
+
+    /// Data-pool defaults for `connect`.
+    pub fn data(connect: PgConnectOptions) -> PoolOptions {
+        PoolOptions {
+            connect,
+            application_name: "connreg-data".into(),
+            max_connections: 32,
+            min_connections: 0,
+            acquire_timeout_ms: 5_000,
+            idle_timeout_ms: 60_000,
+            statement_timeout_ms: 5_000,
+        }
+    }
+
+    /// Parses a `postgres://` URL into connect options.
+    pub fn parse_url(url: &str) -> Result<PgConnectOptions, StartError> {
+        PgConnectOptions::from_str(url).map_err(|e| StartError::Options {
+            reason: format!("unreadable connection url: {e}"),
+        })
+    }
+
+    /// The role this pool logs in as.
+    pub fn role(&self) -> &str {
+        self.connect.get_username()
+    }
+
+    fn validate(&self, which: &'static str) -> Result<(), StartError> {
+        let bad = |reason: &str| StartError::Options {
+            reason: format!("{which} pool: {reason}"),
+        };
+        if self.max_connections == 0 {
+            return Err(bad("max_connections must be at least 1"));
+        }
+        if self.min_connections > self.max_connections {
+            return Err(bad("min_connections exceeds max_connections"));
+        }
+        if self.acquire_timeout_ms == 0 || self.statement_timeout_ms == 0 {
+            return Err(bad("timeouts must be at least 1 ms"));
+        }
+        if self.application_name.is_empty() || self.application_name.len() > 63 {
+            return Err(bad("application_name must be 1 to 63 bytes"));
+        }
+        Ok(())
+    }
+
+    /// Opens the pool with its minimum of connections (at least one, which
+    /// proves the server and role answer).
+    pub(crate) async fn open(&self, which: &'static str) -> Result<PgPool, StartError> {
+        self.validate(which)?;
+        let statement_timeout = self.statement_timeout_ms.to_string();
+        let connect = self
+            .connect
+            .clone()
+            .application_name(&self.application_name)
+            .options([
+                ("search_path", SCHEMA),
+                ("statement_timeout", statement_timeout.as_str()),
+                (
+                    "idle_in_transaction_session_timeout",
+                    statement_timeout.as_str(),
+                ),
+            ]);
+        Ok(PgPoolOptions::new()
+            .max_connections(self.max_connections)
+            .min_connections(self.min_connections)
+            .acquire_timeout(Duration::from_millis(self.acquire_timeout_ms))
+            .idle_timeout(Some(Duration::from_millis(self.idle_timeout_ms)))
+            // A ping before every acquire would double the round trips of a
+            // short routing transaction; a dead connection fails one call
+            // as unavailable and is replaced.
+            .test_before_acquire(false)
+            .connect_with(connect)
+            .await
+            .map_err(|e| StartError::Unavailable {
+                reason: format!("{which} pool: {}", super::error::db(e)),
+            })?)
+    }
+}
+
+/// Both pools of a full registry (AUTH-1). They may name one database
+/// through two roles.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Installs the schema and changes catalog and admission state.
+    pub control: PoolOptions,
+    /// Catalog reads, routing, reservations, replica lifecycle, status.
+    pub data: PoolOptions,
+}
+
+impl PgOptions {
+    /// Both pools with their defaults, on the server and database `admin`
+    /// names, logging in as the two roles of `roles`.
+    pub fn for_roles(admin: &PgConnectOptions, roles: &Roles) -> PgOptions {
+        let login = |role: &str, password: &Option<String>| {
+            let options = admin.clone().username(role);
+            match password {
+                Some(p) => options.password(p),
+                None => options,
+            }
+        };
+        PgOptions {
+            control: PoolOptions::control(login(&roles.control, &roles.control_password)),
+            data: PoolOptions::data(login(&roles.data, &roles.data_password)),
+        }
+    }
+
+    /// Both pools with their defaults, from one URL per role.
+    pub fn from_urls(control_url: &str, data_url: &str) -> Result<PgOptions, StartError> {
+        Ok(PgOptions {
+            control: PoolOptions::control(PoolOptions::parse_url(control_url)?),
+            data: PoolOptions::data(PoolOptions::parse_url(data_url)?),
+        })
+    }
+}

@@ -1,0 +1,308 @@
+//! Route resolution, lookup and settlement (ROUTE, PIN, SETTLE).
+//!
+//! A resolve is one call of `connreg.route_resolve` (migration 0004): one
+//! round trip and one transaction holding the action's advisory lock and
+//! the catalog's shared lock, the existing-route check, the replica choice
+//! under `FOR UPDATE SKIP LOCKED` with a bounded retry, the pinned
+//! re-reservation, the scope and replica reservation, the fence and the
+//! insert. That migration documents the choice in full. This module binds
+//! its inputs (the injected clock's time, the lock keys, the bounds below)
+//! and maps its outcome; settlement runs here as a short transaction.
+//!
+//! # Lock order
+//!
+//! Every transaction of this backend takes its locks in one order, so none
+//! can wait in a cycle: the action's advisory lock; the catalog's shared
+//! advisory lock (resolve only); replica rows; assignment rows; admission
+//! counter rows, several at once always sorted by scope id. Lease
+//! maintenance, which takes no action lock, locks replicas first too, and
+//! only then the assignments on them and the counters.
+
+use sqlx::PgConnection;
+use sqlx::postgres::PgRow;
+
+use super::codec::{col, ms, route, route_columns, u32_of};
+use super::data::Data;
+use super::error::db;
+use super::locks;
+use crate::error::{Error, Result};
+use crate::id::{ActionId, TenantId};
+use crate::limits::{ROUTE_LOCK_ATTEMPTS_MAX, TENANT_CAPABILITY_BINDINGS_MAX};
+use crate::records::{Circuit, Outcome, RouteRecord};
+use crate::request::{
+    CircuitPolicy, CrossRegion, ResolveKind, Resolved, RouteRequest, SettleParams, Settled,
+};
+
+/// Longest the last choosing attempt waits for a locked candidate, in ms.
+/// A routing transaction holds a replica row for a millisecond or so; a
+/// wait this long means the store is overloaded, and the answer is
+/// `NoCapacity`.
+pub const ROUTE_LOCK_WAIT_MS: u32 = 1_000;
+
+/// Pause before choosing attempt `n` (from 2) after every eligible replica
+/// was held by other decisions: `n` times this, so all pauses together stay
+/// far below [`ROUTE_LOCK_WAIT_MS`].
+pub const ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT: u32 = 1;
+
+const _: () = assert!(ROUTE_LOCK_ATTEMPTS_MAX >= 1);
+const _: () = assert!(
+    ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT * ROUTE_LOCK_ATTEMPTS_MAX * ROUTE_LOCK_ATTEMPTS_MAX
+        < ROUTE_LOCK_WAIT_MS
+);
+const _: () = assert!(ROUTE_LOCK_ATTEMPTS_MAX <= i32::MAX as u32);
+const _: () = assert!(TENANT_CAPABILITY_BINDINGS_MAX <= i32::MAX as usize);
+
+/// The whole resolve, one call (migration 0004).
+const RESOLVE: &str = "SELECT * FROM connreg.route_resolve(
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)";
+
+/// Locks the counters of `$1` in scope order and reads their room.
+const LOCK_COUNTERS: &str = "SELECT c.scope_id, c.in_use < s.scope_limit AS room
+     FROM connreg.admission_counters c
+     JOIN connreg.admission_scopes s ON s.scope_id = c.scope_id
+     WHERE c.scope_id = ANY($1)
+     ORDER BY c.scope_id
+     FOR UPDATE OF c";
+
+const SELECT_ROUTE: &str = concat!(
+    "SELECT ",
+    route_columns!(),
+    " FROM connreg.assignments a WHERE a.action_id = $1"
+);
+
+const SELECT_TENANT_ROUTE: &str = concat!(
+    "SELECT ",
+    route_columns!(),
+    " FROM connreg.assignments a WHERE a.action_id = $1 AND a.tenant_id = $2"
+);
+
+/// SETTLE-3: the replica named by the settlement, locked before the route
+/// is read, so lease maintenance cannot release the route in between.
+const LOCK_SETTLED_REPLICA: &str = "SELECT circuit_open, consecutive_unknown
+     FROM connreg.replicas WHERE replica_id = $1 FOR UPDATE";
+
+/// SETTLE-3: counters, replica count and circuit, and the route, released.
+const RELEASE_ROUTE: &str = "WITH counters AS (
+        UPDATE connreg.admission_counters SET in_use = GREATEST(in_use - 1, 0)
+         WHERE scope_id = ANY($1)
+    ), replica AS (
+        UPDATE connreg.replicas
+           SET active = GREATEST(active - 1, 0), circuit_open = $3, consecutive_unknown = $4
+         WHERE replica_id = $2
+    )
+    UPDATE connreg.assignments SET reserved = false, last_settlement = $5
+     WHERE action_id = $6";
+
+impl Data {
+    /// ROUTE-2..ROUTE-7, PIN-2..PIN-4.
+    pub(crate) async fn route_resolve(&self, request: RouteRequest) -> Result<Resolved> {
+        let row = self.resolve_on(&self.pool, &request).await?;
+        resolved(&row)
+    }
+
+    /// Validates `request` (ROUTE-2 first) and runs the resolve function on
+    /// `executor`: its own transaction on a pool, or the caller's.
+    async fn resolve_on<'e, E>(&self, executor: E, request: &RouteRequest) -> Result<PgRow>
+    where
+        E: sqlx::PgExecutor<'e>,
+    {
+        // ROUTE-2: no tenant, nothing else happens.
+        let Some(tenant) = &request.tenant else {
+            return Err(Error::InvalidRequest {
+                what: "route request",
+                reason: "a verified tenant is required".into(),
+            });
+        };
+        request.topology.validate()?;
+        let topo = &request.topology;
+        sqlx::query(RESOLVE)
+            .bind(request.action.as_str())
+            .bind(tenant.as_str())
+            .bind(request.capability.as_str())
+            .bind(ms(self.now()))
+            .bind(topo.capacity_class.as_str())
+            .bind(topo.cross_region == CrossRegion::Allowed)
+            .bind(topo.preferred_region.as_ref().map(|r| r.as_str()))
+            .bind(topo.preferred_zone.as_ref().map(|z| z.as_str()))
+            .bind(locks::LOCK_CLASS_ACTION)
+            .bind(locks::key(request.action.as_str()))
+            .bind(locks::LOCK_CLASS_CATALOG)
+            .bind(locks::CATALOG_KEY)
+            .bind(ROUTE_LOCK_ATTEMPTS_MAX as i32)
+            .bind(ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT as i32)
+            .bind(ROUTE_LOCK_WAIT_MS as i32)
+            .bind(TENANT_CAPABILITY_BINDINGS_MAX as i32)
+            .fetch_one(executor)
+            .await
+            .map_err(db)
+    }
+
+    /// Rows of `connreg.replicas` one resolve of `request` reads, counted by
+    /// PostgreSQL's own statistics for a transaction that is then rolled
+    /// back. Evidence for AUTH-4 tests; not a serving path.
+    pub(crate) async fn resolve_replica_reads(
+        &self,
+        request: &RouteRequest,
+    ) -> Result<ReplicaReads> {
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        let before = replica_reads(&mut tx).await?;
+        let row = self.resolve_on(&mut *tx, request).await?;
+        let after = replica_reads(&mut tx).await?;
+        let outcome: String = col(&row, "outcome")?;
+        tx.rollback().await.map_err(db)?;
+        Ok(ReplicaReads {
+            outcome,
+            rows: after.rows - before.rows,
+            scans: after.scans - before.scans,
+        })
+    }
+
+    /// PIN-5, PIN-6: the action's route, only for its own tenant.
+    pub(crate) async fn route_get(
+        &self,
+        tenant: TenantId,
+        action: ActionId,
+    ) -> Result<Option<RouteRecord>> {
+        let row = sqlx::query(SELECT_TENANT_ROUTE)
+            .bind(action.as_str())
+            .bind(tenant.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db)?;
+        row.as_ref().map(route).transpose()
+    }
+
+    /// SETTLE-1..SETTLE-5.
+    pub(crate) async fn route_settle(&self, params: SettleParams) -> Result<Settled> {
+        let given = &params.assignment;
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        locks::action(&mut tx, given.identity.action.as_str()).await?;
+        let replica = sqlx::query(LOCK_SETTLED_REPLICA)
+            .bind(given.destination.replica.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?;
+        let stored = sqlx::query(SELECT_ROUTE)
+            .bind(given.identity.action.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db)?;
+        let Some(stored) = stored.as_ref().map(route).transpose()? else {
+            return Err(Error::FenceLost);
+        };
+        // SETTLE-2: the whole assignment, fence included.
+        if stored.assignment != *given {
+            return Err(Error::FenceLost);
+        }
+        if !stored.reserved {
+            // SETTLE-4: already released; nothing changes.
+            tx.commit().await.map_err(db)?;
+            return Ok(Settled { released: false });
+        }
+        let Some(replica) = replica else {
+            return Err(crate::postgres::error::corrupt("assignments.replica_id"));
+        };
+        let mut circuit = Circuit {
+            open: col(&replica, "circuit_open")?,
+            consecutive_unknown: u32_of(
+                "consecutive_unknown",
+                col(&replica, "consecutive_unknown")?,
+            )?,
+        };
+        update_circuit(&mut circuit, params.outcome, self.config.circuit);
+        let scopes: Vec<String> = given
+            .reservation
+            .scopes
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect();
+        if !scopes.is_empty() {
+            // Locked in scope order, as every other writer of counters does.
+            sqlx::query(LOCK_COUNTERS)
+                .bind(&scopes)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
+        sqlx::query(RELEASE_ROUTE)
+            .bind(&scopes)
+            .bind(given.destination.replica.as_str())
+            .bind(circuit.open)
+            .bind(i64::from(circuit.consecutive_unknown))
+            .bind(params.outcome.as_str())
+            .bind(given.identity.action.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        tx.commit().await.map_err(db)?;
+        Ok(Settled { released: true })
+    }
+}
+
+/// What one resolve read of the replicas table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaReads {
+    /// The resolve's outcome, as the function names it.
+    pub outcome: String,
+    /// Rows returned by scans plus rows fetched through indexes.
+    pub rows: i64,
+    /// Scans started on the table.
+    pub scans: i64,
+}
+
+async fn replica_reads(conn: &mut PgConnection) -> Result<ReplicaReads> {
+    let row = sqlx::query(
+        "SELECT pg_stat_get_xact_tuples_returned('connreg.replicas'::regclass)
+              + pg_stat_get_xact_tuples_fetched('connreg.replicas'::regclass) AS rows,
+                pg_stat_get_xact_numscans('connreg.replicas'::regclass) AS scans",
+    )
+    .fetch_one(conn)
+    .await
+    .map_err(db)?;
+    Ok(ReplicaReads {
+        outcome: String::new(),
+        rows: col(&row, "rows")?,
+        scans: col(&row, "scans")?,
+    })
+}
+
+/// The function's outcome: a route or the domain error.
+fn resolved(row: &PgRow) -> Result<Resolved> {
+    let outcome: String = col(row, "outcome")?;
+    let kind = match outcome.as_str() {
+        "created" => ResolveKind::Created,
+        "existing" => ResolveKind::Existing,
+        "reserved" => ResolveKind::Reserved,
+        // ROUTE-4: reveal nothing of the other assignment.
+        "conflict" => {
+            return Err(Error::Conflict {
+                reason: "the action is already assigned under other coordinates",
+            });
+        }
+        "no_eligible_binding" => return Err(Error::NoEligibleBinding),
+        "no_capacity" => return Err(Error::NoCapacity),
+        "replica_unavailable" => return Err(Error::ReplicaUnavailable),
+        _ => return Err(super::error::corrupt("route_resolve outcome")),
+    };
+    Ok(Resolved {
+        assignment: route(row)?.assignment,
+        kind,
+    })
+}
+
+/// SETTLE-5: completed resets, unknown counts and may open, the rest do
+/// neither. Nothing here ever closes an open circuit (SETTLE-6). The same
+/// rule as the in-memory backend's.
+pub(crate) fn update_circuit(c: &mut Circuit, outcome: Outcome, policy: CircuitPolicy) {
+    match outcome {
+        Outcome::Completed => c.consecutive_unknown = 0,
+        Outcome::OutcomeUnknown if policy.enabled => {
+            c.consecutive_unknown = c.consecutive_unknown.saturating_add(1);
+            if c.consecutive_unknown >= policy.threshold {
+                c.open = true;
+            }
+        }
+        Outcome::OutcomeUnknown | Outcome::Cancelled | Outcome::LeaseExpired => {}
+    }
+}
+

@@ -1,0 +1,218 @@
+//! The shared store behind every registry host, and how hosts reach it.
+//!
+//! The store is created outside the simulated hosts, so it outlives any
+//! registry host crash, as a database outlives its clients. A backend is
+//! anything that implements the whole registry contract and [`Inspect`]:
+//! the in-memory backend and the PostgreSQL one plug in the same way.
+//!
+//! Two ways to call it:
+//!
+//! - **inline** (the in-memory backend): a registry host awaits the
+//!   backend's future on its own simulated runtime and records the answer
+//!   in the trace itself. The memory backend never blocks, so calls complete
+//!   within the step, in the simulation's host order: the run is
+//!   deterministic, and the trace order is the commit order.
+//! - **offloaded** (a backend with real I/O, such as PostgreSQL): the call
+//!   runs on a real Tokio runtime outside the simulation, where it races
+//!   other calls for real. Its answer is recorded the moment the backend
+//!   returns it, into a queue the world moves into the trace after the step;
+//!   the world waits for every offloaded call before it takes the next
+//!   step. So simulated time never runs ahead of the database, and every
+//!   answer is in the trace before any snapshot that reflects it.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use connreg::contracts::Registry;
+use connreg::{Inspect, Result, StoreSnapshot};
+
+use crate::trace::Event;
+use crate::wire::{Request, Response, WireError};
+
+/// A backend the simulator can drive: the whole contract, a snapshot for
+/// the checkers, and cheap clones that share one store.
+pub trait Backend: Registry + Inspect + Clone + 'static {}
+impl<B: Registry + Inspect + Clone + 'static> Backend for B {}
+
+/// Most polls of an inline future before it counts as blocked. Memory
+/// backend calls finish in one poll, or two under a plant that yields.
+const INLINE_POLLS_MAX: u32 = 16;
+
+/// The shared store and how to call it. Clones share the store.
+#[derive(Clone)]
+pub struct Store<B> {
+    backend: B,
+    offload: Option<Offload>,
+}
+
+#[derive(Clone)]
+struct Offload {
+    handle: tokio::runtime::Handle,
+    inflight: Arc<AtomicUsize>,
+    recorded: Arc<Mutex<Vec<Event>>>,
+}
+
+struct InflightGuard(Arc<AtomicUsize>);
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl<B: Backend> Store<B> {
+    /// A store called inline, on the simulated hosts' runtimes.
+    pub fn inline(backend: B) -> Store<B> {
+        Store {
+            backend,
+            offload: None,
+        }
+    }
+
+    /// A store whose calls run on `handle`, a real multi-threaded runtime.
+    pub fn offloaded(backend: B, handle: tokio::runtime::Handle) -> Store<B> {
+        Store {
+            backend,
+            offload: Some(Offload {
+                handle,
+                inflight: Arc::new(AtomicUsize::new(0)),
+                recorded: Arc::new(Mutex::new(Vec::new())),
+            }),
+        }
+    }
+
+    /// True when calls are offloaded (the run is not deterministic).
+    pub fn is_offloaded(&self) -> bool {
+        self.offload.is_some()
+    }
+
+    /// Offloaded calls not finished yet.
+    pub fn inflight(&self) -> usize {
+        self.offload
+            .as_ref()
+            .map(|o| o.inflight.load(Ordering::SeqCst))
+            .unwrap_or(0)
+    }
+
+    /// Answers recorded by offloaded calls since the last call, in the
+    /// order the backend returned them.
+    pub fn take_recorded(&self) -> Vec<Event> {
+        match &self.offload {
+            None => Vec::new(),
+            Some(o) => std::mem::take(&mut *o.recorded.lock().unwrap_or_else(|e| e.into_inner())),
+        }
+    }
+
+    /// Answers `request` from a simulated registry host. `reply` makes the
+    /// trace event of the answer: it comes back to the caller to record
+    /// (inline), or `None` when it was recorded as the backend returned
+    /// (offloaded; see [`Store::take_recorded`]).
+    pub async fn answer<R>(&self, request: Request, reply: R) -> (Response, Option<Event>)
+    where
+        R: FnOnce(Response) -> Event + Send + 'static,
+    {
+        let backend = self.backend.clone();
+        match &self.offload {
+            None => {
+                let response = respond(backend, request).await;
+                let event = reply(response.clone());
+                (response, Some(event))
+            }
+            Some(o) => {
+                o.inflight.fetch_add(1, Ordering::SeqCst);
+                let guard = InflightGuard(o.inflight.clone());
+                let recorded = o.recorded.clone();
+                let task = o.handle.spawn(async move {
+                    let response = respond(backend, request).await;
+                    recorded
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(reply(response.clone()));
+                    drop(guard);
+                    response
+                });
+                let response = task.await.unwrap_or_else(|_| Response::Refused {
+                    reason: "the backend call panicked or was cancelled".into(),
+                });
+                (response, None)
+            }
+        }
+    }
+
+    /// Runs a backend future from outside the simulation (setup and
+    /// snapshots).
+    pub fn block<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(B) -> Fut,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let fut = f(self.backend.clone());
+        match &self.offload {
+            Some(o) => o.handle.block_on(fut),
+            None => poll_inline(fut),
+        }
+    }
+
+    /// A full snapshot of the store, for the checkers.
+    pub fn snapshot(&self) -> Result<StoreSnapshot> {
+        self.block(|b| async move { b.inspect().await })
+    }
+}
+
+/// The backend's answer to one request.
+async fn respond<B: Backend>(b: B, request: Request) -> Response {
+    fn wire<T>(r: connreg::Result<T>) -> Result<T, WireError> {
+        r.map_err(WireError::from)
+    }
+    match request {
+        Request::Resolve { request } => Response::Resolve {
+            result: wire(b.route_resolve(request).await),
+        },
+        Request::RouteGet { tenant, action } => Response::RouteGet {
+            result: wire(b.route_get(tenant, action).await),
+        },
+        Request::Settle { params } => Response::Settle {
+            result: wire(b.route_settle(params).await),
+        },
+        Request::Register { params } => Response::Register {
+            result: wire(b.replica_register(params).await),
+        },
+        Request::Heartbeat { params } => Response::Heartbeat {
+            result: wire(b.replica_heartbeat(params).await),
+        },
+        Request::Drain { replica } => Response::Drain {
+            result: wire(b.replica_drain(replica).await),
+        },
+        Request::Maintain { params } => Response::Maintain {
+            result: wire(b.lease_maintain(params).await),
+        },
+        Request::CircuitClose { params } => Response::CircuitClose {
+            result: wire(b.circuit_close(params).await),
+        },
+        Request::Publish { publication } => Response::Publish {
+            result: wire(b.catalog_publish(publication).await),
+        },
+        Request::Page { query } => Response::Page {
+            result: wire(b.catalog_page(query).await),
+        },
+        Request::Execute { .. } | Request::Cancel { .. } => Response::Refused {
+            reason: "a registry does not execute actions".into(),
+        },
+    }
+}
+
+/// Drives a future that never waits on I/O or time to completion without a
+/// runtime: the in-memory backend's futures are ready at once.
+fn poll_inline<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    for _ in 0..INLINE_POLLS_MAX {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
+    panic!("an inline backend call did not finish: the backend is not an in-memory one")
+}

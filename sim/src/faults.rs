@@ -1,0 +1,244 @@
+//! The fault schedule: the scenario's scheduled faults and the ones chaos
+//! draws from the seed, as one time-ordered list of world actions.
+//!
+//! Network faults act through turmoil (partitions, one-way partitions,
+//! holds, latency, random link breaks); crashes and restarts through
+//! turmoil's host crash and bounce; lost answers through the registry
+//! hosts; clock jumps through the registry's injected clock. Every fault
+//! ends by the end of the workload phase, when the world heals.
+
+use rand::Rng;
+use rand::rngs::SmallRng;
+
+use crate::scenario::{FaultKind, Scenario, select_hosts};
+
+/// One thing the world does at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Action {
+    Crash(Vec<String>),
+    Restart(Vec<String>),
+    Partition {
+        a: Vec<String>,
+        b: Vec<String>,
+        oneway: bool,
+    },
+    Repair {
+        a: Vec<String>,
+        b: Vec<String>,
+        oneway: bool,
+    },
+    Hold {
+        a: Vec<String>,
+        b: Vec<String>,
+    },
+    Release {
+        a: Vec<String>,
+        b: Vec<String>,
+    },
+    Latency {
+        a: Vec<String>,
+        b: Vec<String>,
+        max_ms: u64,
+    },
+    LatencyRestore {
+        a: Vec<String>,
+        b: Vec<String>,
+    },
+    Loss(f64),
+    LossEnd,
+    LoseAnswers {
+        ops: Vec<String>,
+        count: u32,
+    },
+    LoseAnswersEnd {
+        ops: Vec<String>,
+    },
+    LoseRatio(f64),
+    ClockJump(i64),
+}
+
+impl Action {
+    /// Ends sort before starts at the same instant, so a window that ends
+    /// when another begins does not overlap it.
+    fn order(&self) -> u8 {
+        match self {
+            Action::Repair { .. }
+            | Action::Release { .. }
+            | Action::LatencyRestore { .. }
+            | Action::LossEnd
+            | Action::LoseAnswersEnd { .. }
+            | Action::Restart(_) => 0,
+            _ => 1,
+        }
+    }
+
+    /// True for the start of a fault (what "faults fired" counts).
+    pub(crate) fn is_fault(&self) -> bool {
+        self.order() == 1 && !matches!(self, Action::LoseRatio(r) if *r == 0.0)
+    }
+}
+
+/// A scheduled action.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Scheduled {
+    pub(crate) at_ms: u64,
+    pub(crate) action: Action,
+}
+
+/// The whole schedule, in time order.
+pub(crate) fn schedule(s: &Scenario, hosts: &[String], rng: &mut SmallRng) -> Vec<Scheduled> {
+    let mut out = Vec::new();
+    let mut push = |at_ms: u64, action: Action| out.push(Scheduled { at_ms, action });
+    for f in &s.faults {
+        let f = f.get_ref();
+        let until = f.until_ms.unwrap_or(s.scenario.duration_ms);
+        let a = select_hosts(&f.a, hosts);
+        let b = select_hosts(&f.b, hosts);
+        match f.kind {
+            FaultKind::Crash => {
+                let h = select_hosts(&f.hosts, hosts);
+                push(f.at_ms, Action::Crash(h.clone()));
+                if let Some(r) = f.restart_ms {
+                    push(r, Action::Restart(h));
+                }
+            }
+            FaultKind::Partition => {
+                let oneway = f.oneway;
+                push(
+                    f.at_ms,
+                    Action::Partition {
+                        a: a.clone(),
+                        b: b.clone(),
+                        oneway,
+                    },
+                );
+                push(until, Action::Repair { a, b, oneway });
+            }
+            FaultKind::Hold => {
+                push(
+                    f.at_ms,
+                    Action::Hold {
+                        a: a.clone(),
+                        b: b.clone(),
+                    },
+                );
+                push(until, Action::Release { a, b });
+            }
+            FaultKind::Latency => {
+                let max_ms = f.max_ms.unwrap_or(s.scenario.latency_ms[1]);
+                push(
+                    f.at_ms,
+                    Action::Latency {
+                        a: a.clone(),
+                        b: b.clone(),
+                        max_ms,
+                    },
+                );
+                push(until, Action::LatencyRestore { a, b });
+            }
+            FaultKind::Loss => {
+                push(f.at_ms, Action::Loss(f.rate.unwrap_or(0.0)));
+                push(until, Action::LossEnd);
+            }
+            FaultKind::LoseAnswers => {
+                push(
+                    f.at_ms,
+                    Action::LoseAnswers {
+                        ops: f.ops.clone(),
+                        count: f.count.unwrap_or(1),
+                    },
+                );
+                push(until, Action::LoseAnswersEnd { ops: f.ops.clone() });
+            }
+            FaultKind::ClockJump => push(f.at_ms, Action::ClockJump(f.by_ms.unwrap_or(0))),
+        }
+    }
+    chaos(s, hosts, rng, &mut push);
+    out.sort_by_key(|x| (x.at_ms, x.action.order()));
+    out
+}
+
+/// Expands `[chaos]` into concrete faults drawn from the seed.
+fn chaos(s: &Scenario, hosts: &[String], rng: &mut SmallRng, push: &mut impl FnMut(u64, Action)) {
+    let c = &s.chaos;
+    let d = s.scenario.duration_ms;
+    let pick = |rng: &mut SmallRng, prefix: &str| -> Option<String> {
+        let candidates: Vec<&String> = hosts.iter().filter(|h| h.starts_with(prefix)).collect();
+        if candidates.is_empty() {
+            None
+        } else {
+            Some(candidates[rng.random_range(0..candidates.len())].clone())
+        }
+    };
+    let start = |rng: &mut SmallRng| rng.random_range(d / 10..=(d * 7 / 10).max(d / 10));
+    if c.lose_answer_ratio > 0.0 {
+        push(0, Action::LoseRatio(c.lose_answer_ratio));
+        push(d, Action::LoseRatio(0.0));
+    }
+    for _ in 0..c.replica_crashes {
+        if let Some(h) = pick(rng, "replica-") {
+            let at = start(rng);
+            push(at, Action::Crash(vec![h.clone()]));
+            push(at + rng.random_range(100..=600), Action::Restart(vec![h]));
+        }
+    }
+    for _ in 0..c.registry_crashes {
+        if let Some(h) = pick(rng, "registry-") {
+            let at = start(rng);
+            push(at, Action::Crash(vec![h.clone()]));
+            push(at + rng.random_range(50..=300), Action::Restart(vec![h]));
+        }
+    }
+    for _ in 0..c.partitions {
+        let side = if rng.random_bool(0.5) {
+            "dispatcher-"
+        } else {
+            "replica-"
+        };
+        if let (Some(a), Some(b)) = (pick(rng, side), pick(rng, "registry-")) {
+            let at = start(rng);
+            let until = (at + rng.random_range(50..=300)).min(d);
+            let oneway = rng.random_bool(0.3);
+            let (a, b) = (vec![a], vec![b]);
+            push(
+                at,
+                Action::Partition {
+                    a: a.clone(),
+                    b: b.clone(),
+                    oneway,
+                },
+            );
+            push(until.max(at + 1), Action::Repair { a, b, oneway });
+        }
+    }
+    for _ in 0..c.holds {
+        if let (Some(a), Some(b)) = (pick(rng, "dispatcher-"), pick(rng, "registry-")) {
+            let at = start(rng);
+            let until = (at + rng.random_range(20..=150)).min(d);
+            let (a, b) = (vec![a], vec![b]);
+            push(
+                at,
+                Action::Hold {
+                    a: a.clone(),
+                    b: b.clone(),
+                },
+            );
+            push(until.max(at + 1), Action::Release { a, b });
+        }
+    }
+    for _ in 0..c.loss_windows {
+        let at = start(rng);
+        let rate = rng.random_range(0.01..=0.1);
+        push(at, Action::Loss(rate));
+        push(
+            (at + rng.random_range(50..=200)).min(d).max(at + 1),
+            Action::LossEnd,
+        );
+    }
+    let lease = s.lifecycle.lease_ttl_ms;
+    for _ in 0..c.clock_jumps {
+        let at = start(rng);
+        let by = rng.random_range(lease / 2..=lease * 2).max(1);
+        push(at, Action::ClockJump(i64::try_from(by).unwrap_or(i64::MAX)));
+    }
+}

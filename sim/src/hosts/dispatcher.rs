@@ -1,0 +1,423 @@
+//! A dispatcher host: runs its quota of actions, a few at a time.
+//!
+//! One action: resolve (possibly as a burst of duplicates), dispatch to
+//! the assigned replica only once the route is in hand (ROUTE-8), retry a
+//! failed dispatch by resolving the same action ID again (which must return
+//! the same route: PIN-2, PIN-4), optionally cancel through the route
+//! (PIN-5), and settle with one of the four outcomes, possibly twice
+//! (SETTLE-4) or with a stale assignment (SETTLE-2). Every action ends,
+//! settled or failed with a typed error, or the liveness check fails.
+
+use std::rc::Rc;
+
+use connreg::{ActionId, Outcome, RouteAssignment, RouteRequest, SettleParams, Settled};
+use rand::Rng;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+use super::rpc::{CallError, call};
+use super::{Ctx, backoff_ms, between, sleep_ms};
+use crate::fleet::MixPlan;
+use crate::limits::RETRIES_MAX;
+use crate::scenario::replica_host;
+use crate::trace::Event;
+use crate::wire::{Execution, REGISTRY_PORT, REPLICA_PORT, Request, Response};
+
+/// What one action will do, drawn when it starts.
+struct Plan {
+    n: u64,
+    request: RouteRequest,
+    duplicates: u32,
+    cancel: bool,
+    reconcile: bool,
+    repeat_settle: bool,
+    stale_settle: bool,
+    seed: u64,
+}
+
+/// Runs one incarnation of dispatcher `index`.
+pub(crate) async fn run(ctx: Rc<Ctx>, index: u32) -> turmoil::Result {
+    let me = crate::scenario::dispatcher_host(index);
+    let (inc, mut rng) = ctx.start(&me);
+    let w = ctx.scenario.workload.clone();
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(w.concurrency as usize));
+    let mut tasks = Vec::new();
+    let now = ctx.now_ms();
+    if w.start_ms > now {
+        sleep_ms(w.start_ms - now).await;
+    }
+    loop {
+        let started = {
+            let mut d = ctx.dispatchers.borrow_mut();
+            let p = d.entry(me.clone()).or_default();
+            if p.started >= w.actions {
+                break;
+            }
+            p.started += 1;
+            p.started
+        };
+        let permit = permits.clone().acquire_owned().await?;
+        sleep_ms(between(&mut rng, w.start_gap_ms)).await;
+        let plan = draw(&ctx, &me, inc, u64::from(started), &mut rng);
+        let ctx = ctx.clone();
+        let me = me.clone();
+        tasks.push(tokio::task::spawn_local(async move {
+            run_action(&ctx, &me, plan).await;
+            drop(permit);
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    if let Some(p) = ctx.dispatchers.borrow_mut().get_mut(&me) {
+        p.done = true;
+    }
+    Ok(())
+}
+
+fn draw(ctx: &Ctx, me: &str, inc: u64, n: u64, rng: &mut SmallRng) -> Plan {
+    let w = &ctx.scenario.workload;
+    let total: u32 = ctx.mix.iter().map(|m| m.weight).sum();
+    let mut pick = rng.random_range(0..total.max(1));
+    let mut chosen: &MixPlan = &ctx.mix[0];
+    for m in &ctx.mix {
+        if pick < m.weight {
+            chosen = m;
+            break;
+        }
+        pick -= m.weight;
+    }
+    let shared = w.shared_pool > 0 && rng.random_bool(w.shared_ratio);
+    let action = if shared {
+        format!("pool-{}", rng.random_range(0..w.shared_pool))
+    } else {
+        format!("{me}.{inc}-{n}")
+    };
+    Plan {
+        n,
+        request: RouteRequest {
+            action: ActionId::new(action)
+                .unwrap_or_else(|_| unreachable!("generated ids are valid")),
+            tenant: Some(chosen.tenant.clone()),
+            capability: chosen.capability.clone(),
+            topology: chosen.topology.clone(),
+        },
+        duplicates: if rng.random_bool(w.duplicate_ratio) {
+            w.duplicates
+        } else {
+            0
+        },
+        cancel: rng.random_bool(w.cancel_ratio),
+        reconcile: rng.random_bool(w.reconcile_ratio),
+        repeat_settle: rng.random_bool(w.repeat_settle_ratio),
+        stale_settle: rng.random_bool(w.stale_settle_ratio),
+        seed: rng.random(),
+    }
+}
+
+async fn run_action(ctx: &Rc<Ctx>, me: &str, plan: Plan) {
+    let tenant = plan
+        .request
+        .tenant
+        .clone()
+        .unwrap_or_else(|| unreachable!("dispatchers always send their verified tenant"));
+    ctx.emit(Event::ActionStart {
+        dispatcher: me.to_string(),
+        n: plan.n,
+        action: plan.request.action.clone(),
+        tenant,
+        capability: plan.request.capability.clone(),
+    });
+    let mut a = Action {
+        ctx: ctx.clone(),
+        me: me.to_string(),
+        rng: SmallRng::seed_from_u64(plan.seed),
+        registry: (plan.n as usize) % ctx.registry_hosts.len(),
+    };
+    let result = match a.body(&plan).await {
+        Ok(outcome) => outcome.as_str().to_string(),
+        Err(kind) => format!("failed:{kind}"),
+    };
+    ctx.emit(Event::ActionEnd {
+        dispatcher: me.to_string(),
+        n: plan.n,
+        action: plan.request.action.clone(),
+        result,
+    });
+}
+
+struct Action {
+    ctx: Rc<Ctx>,
+    me: String,
+    rng: SmallRng,
+    registry: usize,
+}
+
+impl Action {
+    async fn body(&mut self, plan: &Plan) -> Result<Outcome, String> {
+        let mut held = self.resolve(&plan.request, plan.duplicates).await?;
+        let mut round = 0;
+        loop {
+            let execution = self
+                .dispatch(plan, &mut held, plan.cancel && round == 0)
+                .await?;
+            let outcome = match execution {
+                Execution::Completed => Outcome::Completed,
+                Execution::Cancelled => Outcome::Cancelled,
+                Execution::Unknown | Execution::Misdirected => Outcome::OutcomeUnknown,
+            };
+            self.settle(&held, outcome).await?;
+            if plan.repeat_settle {
+                self.settle(&held, outcome).await?;
+            }
+            let again = plan.reconcile && round == 0 && outcome != Outcome::Completed;
+            if !again {
+                return Ok(outcome);
+            }
+            // Reconciliation: retry the action under its ID. The route is
+            // pinned: the same replica, a fresh reservation (PIN-3).
+            round += 1;
+            let next = self.resolve(&plan.request, 0).await?;
+            self.adopt(plan, &mut held, next).await?;
+        }
+    }
+
+    fn registry_host(&self) -> &str {
+        &self.ctx.registry_hosts[self.registry % self.ctx.registry_hosts.len()]
+    }
+
+    async fn registry_call(&mut self, request: Request) -> Result<Response, CallError> {
+        let timeout = self.ctx.scenario.workload.rpc_timeout_ms;
+        let to = self.registry_host().to_string();
+        let answer = call(&self.ctx, &self.me, &to, REGISTRY_PORT, request, timeout).await;
+        if answer.is_err() {
+            // Another registry host may be reachable; the store is shared.
+            self.registry += 1;
+        }
+        answer
+    }
+
+    async fn backoff(&mut self, attempt: u32) {
+        let base = self.ctx.scenario.workload.backoff_ms;
+        sleep_ms(backoff_ms(&mut self.rng, base, attempt)).await;
+    }
+
+    /// Resolves until a route, a typed error that ends the action, or the
+    /// retry bound. Transport failures and `unavailable` are retried with
+    /// the same request (same action ID).
+    async fn resolve(
+        &mut self,
+        request: &RouteRequest,
+        duplicates: u32,
+    ) -> Result<RouteAssignment, String> {
+        let w = self.ctx.scenario.workload.clone();
+        let (mut capacity, mut unavailable, mut transient) = (0u32, 0u32, 0u32);
+        let mut duplicates = duplicates;
+        loop {
+            for _ in 0..duplicates {
+                // A duplicate storm: the same resolve, at the same time, to
+                // the same registry host. Its answer is only traced.
+                let ctx = self.ctx.clone();
+                let me = self.me.clone();
+                let to = self.registry_host().to_string();
+                let req = Request::Resolve {
+                    request: request.clone(),
+                };
+                tokio::task::spawn_local(async move {
+                    let _ = call(&ctx, &me, &to, REGISTRY_PORT, req, w.rpc_timeout_ms).await;
+                });
+            }
+            duplicates = 0;
+            let answer = self
+                .registry_call(Request::Resolve {
+                    request: request.clone(),
+                })
+                .await;
+            match answer {
+                Ok(Response::Resolve { result: Ok(r) }) => return Ok(r.assignment),
+                Ok(Response::Resolve { result: Err(e) }) => match e.kind.as_str() {
+                    "no_capacity" if capacity < w.capacity_retries => {
+                        capacity += 1;
+                        self.backoff(capacity).await;
+                    }
+                    "replica_unavailable" if unavailable < w.unavailable_retries => {
+                        unavailable += 1;
+                        self.backoff(unavailable).await;
+                    }
+                    "unavailable" if transient < RETRIES_MAX => {
+                        transient += 1;
+                        self.backoff(transient).await;
+                    }
+                    kind => return Err(kind.to_string()),
+                },
+                Ok(_) => return Err("refused".into()),
+                Err(_) if transient < RETRIES_MAX => {
+                    transient += 1;
+                    self.backoff(transient).await;
+                }
+                Err(_) => return Err("unavailable".into()),
+            }
+        }
+    }
+
+    /// Takes a newer assignment of the same action; on a re-reservation,
+    /// maybe settles the previous one too (a stale settlement that must
+    /// fail with FenceLost and change nothing).
+    async fn adopt(
+        &mut self,
+        plan: &Plan,
+        held: &mut RouteAssignment,
+        next: RouteAssignment,
+    ) -> Result<(), String> {
+        if next.reservation.fence != held.reservation.fence {
+            let old = std::mem::replace(held, next);
+            if plan.stale_settle {
+                let params = SettleParams {
+                    assignment: old,
+                    outcome: Outcome::Cancelled,
+                };
+                let _ = self.registry_call(Request::Settle { params }).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Dispatches to the assigned replica, retrying through the registry.
+    /// Gives up (an unknown outcome) after `dispatch_retries` failures.
+    async fn dispatch(
+        &mut self,
+        plan: &Plan,
+        held: &mut RouteAssignment,
+        cancel: bool,
+    ) -> Result<Execution, String> {
+        let w = self.ctx.scenario.workload.clone();
+        let mut failures = 0u32;
+        loop {
+            match self
+                .dispatch_once(plan, held, cancel && failures == 0)
+                .await
+            {
+                Ok(execution) => return Ok(execution),
+                Err(_) => {
+                    failures += 1;
+                    if failures > w.dispatch_retries {
+                        return Ok(Execution::Unknown);
+                    }
+                    self.backoff(failures).await;
+                    // Retry under the same action ID: the registry must
+                    // answer the same route (no silent failover).
+                    let next = match self.resolve(&plan.request, 0).await {
+                        Ok(next) => next,
+                        Err(kind) if kind == "replica_unavailable" => {
+                            // The pinned replica is gone and its lease with
+                            // it: give the reservation back as expired (a
+                            // no-op when lease maintenance already did).
+                            let _ = self.settle(held, Outcome::LeaseExpired).await;
+                            return Err(kind);
+                        }
+                        Err(kind) => return Err(kind),
+                    };
+                    self.adopt(plan, held, next).await?;
+                }
+            }
+        }
+    }
+
+    async fn dispatch_once(
+        &mut self,
+        plan: &Plan,
+        held: &RouteAssignment,
+        cancel: bool,
+    ) -> Result<Execution, CallError> {
+        let w = self.ctx.scenario.workload.clone();
+        let to = replica_host(held.destination.replica.as_str());
+        let request = Request::Execute {
+            assignment: held.clone(),
+        };
+        if !cancel {
+            return match call(
+                &self.ctx,
+                &self.me,
+                &to,
+                REPLICA_PORT,
+                request,
+                w.dispatch_timeout_ms,
+            )
+            .await?
+            {
+                Response::Execute { execution } => Ok(execution),
+                _ => Ok(Execution::Unknown),
+            };
+        }
+        let ctx = self.ctx.clone();
+        let me = self.me.clone();
+        let running = tokio::task::spawn_local(async move {
+            call(&ctx, &me, &to, REPLICA_PORT, request, w.dispatch_timeout_ms).await
+        });
+        sleep_ms(between(&mut self.rng, [w.exec_ms[0] / 2, w.exec_ms[1] / 2])).await;
+        // PIN-5: read the action's route and address its replica.
+        let tenant = plan
+            .request
+            .tenant
+            .clone()
+            .unwrap_or_else(|| unreachable!());
+        let get = Request::RouteGet {
+            tenant,
+            action: plan.request.action.clone(),
+        };
+        if let Ok(Response::RouteGet {
+            result: Ok(Some(route)),
+        }) = self.registry_call(get).await
+        {
+            let a = route.assignment;
+            let cancel = Request::Cancel {
+                action: a.identity.action.clone(),
+                fence: a.reservation.fence,
+            };
+            let target = replica_host(a.destination.replica.as_str());
+            let _ = call(
+                &self.ctx,
+                &self.me,
+                &target,
+                REPLICA_PORT,
+                cancel,
+                w.rpc_timeout_ms,
+            )
+            .await;
+        }
+        match running.await {
+            Ok(Ok(Response::Execute { execution })) => Ok(execution),
+            Ok(Ok(_)) => Ok(Execution::Unknown),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(CallError::Transport),
+        }
+    }
+
+    /// Settles until an answer; transport failures are retried (settling is
+    /// idempotent).
+    async fn settle(
+        &mut self,
+        held: &RouteAssignment,
+        outcome: Outcome,
+    ) -> Result<Settled, String> {
+        let mut attempt = 0u32;
+        loop {
+            let params = SettleParams {
+                assignment: held.clone(),
+                outcome,
+            };
+            match self.registry_call(Request::Settle { params }).await {
+                Ok(Response::Settle { result: Ok(s) }) => return Ok(s),
+                Ok(Response::Settle { result: Err(e) }) if e.kind != "unavailable" => {
+                    return Err(e.kind);
+                }
+                Ok(Response::Settle { .. }) | Err(_) if attempt < RETRIES_MAX => {
+                    attempt += 1;
+                    self.backoff(attempt).await;
+                }
+                Ok(_) => return Err("refused".into()),
+                Err(_) => return Err("unavailable".into()),
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The simulated hosts and the context they share.
+//!
+//! - `registry`: serves the contracts over the simulated network, in front
+//!   of the one shared store.
+//! - `dispatcher`: resolves, dispatches, retries, cancels and settles.
+//! - `replica`: registers, heartbeats, executes and records side effects.
+//! - `operators`: the catalog administrator, lease maintenance, and
+//!   catalog readers.
+//! - `rpc`: one call, one connection; the server loop.
+//!
+//! Hosts share a [`Ctx`] through an `Rc`: everything runs on one thread,
+//! in the simulation's fixed host order, so shared state needs no locks and
+//! stays deterministic. State a host must keep across its own crash (a
+//! replica's health sequence, a dispatcher's action count: what a real host
+//! keeps on disk) lives here too.
+
+pub(crate) mod dispatcher;
+pub(crate) mod operators;
+pub(crate) mod registry;
+pub(crate) mod replica;
+pub(crate) mod rpc;
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use connreg::ReplicaId;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::fleet::{FleetPlan, MixPlan};
+use crate::scenario::Scenario;
+use crate::trace::{Event, TraceWriter};
+
+/// One window of dropped registry answers.
+#[derive(Debug, Clone)]
+pub(crate) struct LoseWindow {
+    pub(crate) ops: Vec<String>,
+    pub(crate) remaining: u32,
+}
+
+/// The answers the registry hosts drop after commit.
+#[derive(Debug, Default)]
+pub(crate) struct LoseAnswers {
+    pub(crate) windows: Vec<LoseWindow>,
+    /// Probability of dropping any answer (chaos), while the faults last.
+    pub(crate) ratio: f64,
+}
+
+/// A dispatcher's durable progress.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct DispatcherProgress {
+    pub(crate) started: u32,
+    pub(crate) done: bool,
+}
+
+/// The world shared by all hosts.
+pub(crate) struct Ctx {
+    pub(crate) seed: u64,
+    pub(crate) scenario: Rc<Scenario>,
+    pub(crate) plan: Rc<FleetPlan>,
+    pub(crate) mix: Vec<MixPlan>,
+    pub(crate) registry_hosts: Vec<String>,
+    pub(crate) trace: RefCell<TraceWriter>,
+    next_rpc: Cell<u64>,
+    /// Set when a registry call may have changed the store.
+    pub(crate) dirty: Cell<bool>,
+    incarnations: RefCell<BTreeMap<String, u64>>,
+    health_seq: RefCell<BTreeMap<ReplicaId, u64>>,
+    pub(crate) dispatchers: RefCell<BTreeMap<String, DispatcherProgress>>,
+    pub(crate) lose: RefCell<LoseAnswers>,
+    /// Per-action locks of offloaded registry calls (see `registry`).
+    pub(crate) action_locks: RefCell<BTreeMap<connreg::ActionId, Rc<tokio::sync::RwLock<()>>>>,
+}
+
+impl Ctx {
+    pub(crate) fn new(
+        seed: u64,
+        scenario: Rc<Scenario>,
+        plan: Rc<FleetPlan>,
+        mix: Vec<MixPlan>,
+        trace: TraceWriter,
+    ) -> Ctx {
+        let registry_hosts = (0..scenario.registry.hosts)
+            .map(crate::scenario::registry_host)
+            .collect();
+        Ctx {
+            seed,
+            scenario,
+            plan,
+            mix,
+            registry_hosts,
+            trace: RefCell::new(trace),
+            next_rpc: Cell::new(0),
+            dirty: Cell::new(false),
+            incarnations: RefCell::new(BTreeMap::new()),
+            health_seq: RefCell::new(BTreeMap::new()),
+            dispatchers: RefCell::new(BTreeMap::new()),
+            lose: RefCell::new(LoseAnswers::default()),
+            action_locks: RefCell::new(BTreeMap::new()),
+        }
+    }
+
+    /// Appends a trace event.
+    pub(crate) fn emit(&self, event: Event) {
+        self.trace.borrow_mut().emit(event);
+    }
+
+    /// Calls made so far.
+    pub(crate) fn rpc_count(&self) -> u64 {
+        self.next_rpc.get()
+    }
+
+    pub(crate) fn next_rpc_id(&self) -> u64 {
+        let id = self.next_rpc.get() + 1;
+        self.next_rpc.set(id);
+        id
+    }
+
+    /// Starts a new incarnation of `host`'s software and returns its RNG:
+    /// seeded from the run's seed, the host's name and the incarnation, so
+    /// a host's choices do not depend on what other hosts drew.
+    pub(crate) fn start(&self, host: &str) -> (u64, SmallRng) {
+        let mut incs = self.incarnations.borrow_mut();
+        let inc = incs.entry(host.to_string()).or_insert(0);
+        *inc += 1;
+        let seed =
+            mix64(self.seed ^ fnv1a(host.as_bytes()) ^ inc.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        (*inc, SmallRng::seed_from_u64(seed))
+    }
+
+    /// The next health sequence of a replica; it survives the replica's
+    /// crashes, as a host's clock-derived sequence would.
+    pub(crate) fn next_health_seq(&self, replica: &ReplicaId) -> u64 {
+        let mut seqs = self.health_seq.borrow_mut();
+        let seq = seqs.entry(replica.clone()).or_insert(0);
+        *seq += 1;
+        *seq
+    }
+
+    /// True when this answer to `op` is to be dropped.
+    pub(crate) fn lose_answer(&self, op: &str, rng: &mut SmallRng) -> bool {
+        let mut lose = self.lose.borrow_mut();
+        if let Some(w) = lose
+            .windows
+            .iter_mut()
+            .find(|w| w.remaining > 0 && w.ops.iter().any(|o| o == op))
+        {
+            w.remaining -= 1;
+            return true;
+        }
+        lose.ratio > 0.0 && rng.random_bool(lose.ratio)
+    }
+
+    /// The time stamped on events now.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.trace.borrow().now_ms()
+    }
+}
+
+/// FNV-1a, for mixing names into seeds (stable across processes).
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// SplitMix64's finalizer.
+pub(crate) fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A uniform draw from `[lo, hi]`.
+pub(crate) fn between(rng: &mut SmallRng, [lo, hi]: [u64; 2]) -> u64 {
+    if hi <= lo {
+        lo
+    } else {
+        rng.random_range(lo..=hi)
+    }
+}
+
+/// Exponential backoff for the `attempt`-th retry (from 1), with jitter:
+/// `base * 2^min(attempt-1, 3)`, drawn from its upper half.
+pub(crate) fn backoff_ms(rng: &mut SmallRng, base: u64, attempt: u32) -> u64 {
+    let cap = base.saturating_mul(1 << attempt.saturating_sub(1).min(3));
+    between(rng, [cap / 2, cap]).max(1)
+}
+
+/// Sleeps in simulated time.
+pub(crate) async fn sleep_ms(ms: u64) {
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+}

@@ -1,0 +1,85 @@
+//! Every bound the simulator applies, in one place.
+//!
+//! Names end with their unit. Scenario validation rejects values past these
+//! limits with the file and line; the world loop stops a run that exceeds
+//! its step or trace budget rather than running unbounded.
+
+/// Longest simulated workload phase, in milliseconds (ten minutes).
+pub const DURATION_MS_MAX: u64 = 600_000;
+
+/// Longest liveness phase after the faults heal, in milliseconds.
+pub const LIVENESS_MS_MAX: u64 = 600_000;
+
+/// Longest simulation tick, in milliseconds. Coarser ticks blur the
+/// ordering that the faults are meant to provoke.
+pub const TICK_MS_MAX: u64 = 50;
+
+/// Highest one-way link latency a scenario may configure, in milliseconds.
+pub const LATENCY_MS_MAX: u64 = 5_000;
+
+/// Most registry hosts in one run.
+pub const REGISTRY_HOSTS_MAX: u32 = 8;
+
+/// Most dispatcher hosts in one run.
+pub const DISPATCHERS_MAX: u32 = 16;
+
+/// Most catalog reader hosts in one run.
+pub const READERS_MAX: usize = 8;
+
+/// Most replica hosts in one run.
+pub const REPLICAS_MAX: usize = 64;
+
+/// Most records of one kind (types, versions, instances, scopes, bindings)
+/// in a scenario fleet. The whole fleet goes out in one publication, which
+/// the registry bounds at `connreg::limits::PUBLICATION_CHANGES_MAX`.
+pub const FLEET_RECORDS_MAX: usize = 128;
+
+/// Most actions one dispatcher starts in a run.
+pub const ACTIONS_PER_DISPATCHER_MAX: u32 = 10_000;
+
+/// Most actions one dispatcher keeps in flight.
+pub const DISPATCHER_CONCURRENCY_MAX: u32 = 64;
+
+/// Most concurrent duplicate resolves one action may send.
+pub const DUPLICATES_MAX: u32 = 8;
+
+/// Most retries of one kind an action makes before it ends.
+pub const RETRIES_MAX: u32 = 32;
+
+/// Most scheduled faults and operations in one scenario.
+pub const SCHEDULE_ENTRIES_MAX: usize = 256;
+
+/// Most faults the seed may draw for one kind of chaos.
+pub const CHAOS_FAULTS_MAX: u32 = 32;
+
+/// Most entries in the workload's request mix.
+pub const MIX_ENTRIES_MAX: usize = 64;
+
+/// Largest RPC frame, in bytes. A catalog page is bounded at
+/// `connreg::limits::PAGE_BYTES_MAX`; the rest is framing.
+pub const FRAME_BYTES_MAX: u32 = 2 * 1024 * 1024;
+
+/// Most steps one run may take; a run that needs more is a defect of the
+/// scenario (or of the liveness bound) and is reported as a violation.
+pub const STEPS_MAX: u64 = 2_000_000;
+
+/// Most catalog page requests one reader session makes (restarts included)
+/// before it gives up: a bounded loop even when every cursor goes stale.
+pub const READER_SESSION_PAGES_MAX: u32 = 64;
+
+/// Most maintenance calls in one maintenance round while `more` is set.
+pub const MAINTENANCE_CALLS_PER_ROUND_MAX: u32 = 16;
+
+/// Most violations recorded per run; past it only the count grows.
+pub const VIOLATIONS_RECORDED_MAX: usize = 64;
+
+/// Largest seed range one sweep runs.
+pub const SWEEP_SEEDS_MAX: u64 = 10_000_000;
+
+const _: () = {
+    assert!(TICK_MS_MAX >= 1);
+    assert!(DURATION_MS_MAX >= TICK_MS_MAX);
+    assert!(REPLICAS_MAX <= FLEET_RECORDS_MAX);
+    assert!(FRAME_BYTES_MAX > connreg::limits::PAGE_BYTES_MAX);
+    assert!(FLEET_RECORDS_MAX * 6 <= connreg::limits::PUBLICATION_CHANGES_MAX);
+};

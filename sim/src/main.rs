@@ -1,0 +1,366 @@
+//! The `connreg-sim` command line: run one seed, sweep many, list the
+//! planted bugs, re-check a trace. Exit status: 0 when every invariant
+//! held, 1 on a violation, 2 on bad input.
+
+use std::io::{BufRead, IsTerminal};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use connreg::plant::Plant;
+use connreg_sim::{
+    BackendKind, RunOptions, RunReport, Scenario, TraceTarget, parse_seed_range, recheck,
+    repro_command, resolve_scenario_path, run,
+};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Deterministic simulation of a connector fleet around the registry.
+#[derive(Parser)]
+#[command(name = "connreg-sim", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one seed of a scenario (the default: the standard scenario, seed 1).
+    Run(RunArgs),
+    /// Run a range of seeds of a scenario.
+    Sweep(SweepArgs),
+    /// List the planted bugs.
+    Plants,
+    /// Re-check the invariants of a trace file from the trace alone.
+    CheckTrace {
+        /// The trace (JSON lines).
+        file: std::path::PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Memory,
+    Postgres,
+}
+
+impl From<BackendArg> for BackendKind {
+    fn from(b: BackendArg) -> Self {
+        match b {
+            BackendArg::Memory => BackendKind::Memory,
+            BackendArg::Postgres => BackendKind::Postgres,
+        }
+    }
+}
+
+#[derive(clap::Args, Default)]
+struct RunArgs {
+    /// Scenario file; default: the built-in standard scenario.
+    #[arg(long)]
+    scenario: Option<String>,
+    /// The seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The backend.
+    #[arg(long, value_enum, default_value = "memory")]
+    backend: Option<BackendArg>,
+    /// Write the trace (JSON lines) to this file.
+    #[arg(long)]
+    trace: Option<std::path::PathBuf>,
+    /// Switch on a planted bug (see `connreg-sim plants`).
+    #[arg(long)]
+    plant: Option<String>,
+    /// Draw fault probabilities and fleet shape from the seed.
+    #[arg(long)]
+    swarm: bool,
+}
+
+#[derive(clap::Args)]
+struct SweepArgs {
+    /// Scenario file.
+    #[arg(long)]
+    scenario: String,
+    /// Seeds: A..B (B excluded) or A..=B.
+    #[arg(long)]
+    seeds: String,
+    /// The backend.
+    #[arg(long, value_enum, default_value = "memory")]
+    backend: BackendArg,
+    /// Switch on a planted bug.
+    #[arg(long)]
+    plant: Option<String>,
+    /// Draw fault probabilities and fleet shape from each seed.
+    #[arg(long)]
+    swarm: bool,
+}
+
+const OK: u8 = 0;
+const VIOLATION: u8 = 1;
+const BAD_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command.unwrap_or(Command::Run(RunArgs {
+        seed: 1,
+        ..RunArgs::default()
+    })) {
+        Command::Run(args) => run_one(args),
+        Command::Sweep(args) => sweep(args),
+        Command::Plants => {
+            for p in Plant::ALL {
+                println!("{:<28} {}", p.name(), p.description());
+            }
+            OK
+        }
+        Command::CheckTrace { file } => check_trace(&file),
+    };
+    ExitCode::from(code)
+}
+
+fn load(path: Option<&str>) -> Result<Scenario, u8> {
+    match path {
+        None => Ok(Scenario::standard()),
+        Some(p) => Scenario::load(&resolve_scenario_path(p)).map_err(|e| {
+            eprintln!("connreg-sim: {e}");
+            BAD_INPUT
+        }),
+    }
+}
+
+fn plant(name: Option<&str>) -> Result<Option<Plant>, u8> {
+    match name {
+        None => Ok(None),
+        Some(n) => Plant::parse(n).map(Some).ok_or_else(|| {
+            let names: Vec<&str> = Plant::ALL.iter().map(|p| p.name()).collect();
+            eprintln!(
+                "connreg-sim: unknown plant {n:?}; one of {}",
+                names.join(", ")
+            );
+            BAD_INPUT
+        }),
+    }
+}
+
+fn run_one(args: RunArgs) -> u8 {
+    let scenario = match load(args.scenario.as_deref()) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let plant = match plant(args.plant.as_deref()) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let opts = RunOptions {
+        seed: args.seed,
+        backend: args.backend.map(BackendKind::from).unwrap_or_default(),
+        plant,
+        swarm: args.swarm,
+        trace: args
+            .trace
+            .clone()
+            .map(TraceTarget::File)
+            .unwrap_or(TraceTarget::Hash),
+    };
+    let report = match run(&scenario, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("connreg-sim: {e}");
+            return BAD_INPUT;
+        }
+    };
+    let source = args.scenario.clone().unwrap_or_else(|| {
+        format!(
+            "{} (built in)",
+            connreg_sim::scenario::STANDARD_SCENARIO_PATH
+        )
+    });
+    println!(
+        "connreg-sim run: scenario {} ({source}), seed {}, backend {}{}{}",
+        report.scenario,
+        report.seed,
+        opts.backend.name(),
+        opts.plant
+            .map(|p| format!(", plant {}", p.name()))
+            .unwrap_or_default(),
+        if opts.swarm { ", swarm" } else { "" },
+    );
+    summarize(&report);
+    if let Some(path) = &args.trace {
+        println!("  trace written to {}", path.display());
+    }
+    if report.ok() {
+        println!("ok");
+        OK
+    } else {
+        print_violations(&report, 20);
+        println!(
+            "reproduce: {}",
+            repro_command(args.scenario.as_deref(), &opts)
+        );
+        VIOLATION
+    }
+}
+
+fn summarize(r: &RunReport) {
+    let c = &r.counters;
+    println!(
+        "  simulated {} ms in {} steps: {} operations, {} actions ({} completed, {} outcome unknown, {} cancelled, {} failed)",
+        r.sim_ms,
+        r.steps,
+        r.operations,
+        c.actions_started,
+        c.actions_completed,
+        c.actions_outcome_unknown,
+        c.actions_cancelled,
+        c.actions_failed
+    );
+    println!(
+        "  faults fired {}; checks {}; violations {}",
+        r.faults_fired, r.checks, r.violation_count
+    );
+    println!("  trace {} events, md5 {}", r.events, r.trace_hash);
+}
+
+fn print_violations(r: &RunReport, max: usize) {
+    println!("FAILED: {} violation(s)", r.violation_count);
+    for v in r.violations.iter().take(max) {
+        println!("  - {} [{}]: {}", v.invariant, v.rules, v.detail);
+    }
+}
+
+fn sweep(args: SweepArgs) -> u8 {
+    let scenario = match load(Some(&args.scenario)) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let plant = match plant(args.plant.as_deref()) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let seeds = match parse_seed_range(&args.seeds) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("connreg-sim: {e}");
+            return BAD_INPUT;
+        }
+    };
+    let total = seeds.end - seeds.start;
+    let bar = ProgressBar::new(total);
+    if std::io::stderr().is_terminal() {
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {per_sec}, eta {eta} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+    } else {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    let started = Instant::now(); // determinism-ok: measures the sweep, not the simulation
+    let mut failures: Vec<(u64, RunReport)> = Vec::new();
+    let backend = BackendKind::from(args.backend);
+    for seed in seeds.clone() {
+        let opts = RunOptions {
+            seed,
+            backend,
+            plant,
+            swarm: args.swarm,
+            trace: TraceTarget::Hash,
+        };
+        match run(&scenario, &opts) {
+            Ok(report) => {
+                if !report.ok() {
+                    bar.set_message(format!("{} failed", failures.len() + 1));
+                    failures.push((seed, report));
+                }
+            }
+            Err(e) => {
+                bar.abandon();
+                eprintln!("connreg-sim: seed {seed}: {e}");
+                return BAD_INPUT;
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    let per_minute = if secs > 0.0 {
+        total as f64 * 60.0 / secs
+    } else {
+        0.0
+    };
+    println!(
+        "connreg-sim sweep: scenario {} ({}), seeds {}..{} ({total} seeds), backend {}{}{}",
+        scenario.scenario.name,
+        args.scenario,
+        seeds.start,
+        seeds.end,
+        backend.name(),
+        plant
+            .map(|p| format!(", plant {}", p.name()))
+            .unwrap_or_default(),
+        if args.swarm { ", swarm" } else { "" },
+    );
+    println!(
+        "  {} passed, {} failed in {secs:.1} s ({per_minute:.0} seeds/minute)",
+        total - failures.len() as u64,
+        failures.len()
+    );
+    if failures.is_empty() {
+        return OK;
+    }
+    for (seed, report) in failures.iter().take(10) {
+        let first = report
+            .violations
+            .first()
+            .map(|v| format!("{}: {}", v.invariant, v.detail))
+            .unwrap_or_default();
+        println!(
+            "  seed {seed}: {} violation(s); first: {first}",
+            report.violation_count
+        );
+        let opts = RunOptions {
+            seed: *seed,
+            backend,
+            plant,
+            swarm: args.swarm,
+            trace: TraceTarget::Hash,
+        };
+        println!(
+            "    reproduce: {}",
+            repro_command(Some(&args.scenario), &opts)
+        );
+    }
+    VIOLATION
+}
+
+fn check_trace(path: &std::path::Path) -> u8 {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("connreg-sim: {}: {e}", path.display());
+            return BAD_INPUT;
+        }
+    };
+    let verdict = match recheck(std::io::BufReader::new(file).lines()) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("connreg-sim: {}: {e}", path.display());
+            return BAD_INPUT;
+        }
+    };
+    println!(
+        "connreg-sim check-trace: {} records, {} violation(s) found, recorded verdict {}",
+        verdict.records,
+        verdict.violations.len(),
+        match verdict.recorded_ok {
+            Some(true) => "ok",
+            Some(false) => "failed",
+            None => "missing",
+        }
+    );
+    for v in verdict.violations.iter().take(20) {
+        println!("  - {} [{}]: {}", v.invariant, v.rules, v.detail);
+    }
+    for m in &verdict.mismatches {
+        println!("  ! {m}");
+    }
+    if verdict.ok() { OK } else { VIOLATION }
+}

@@ -1,0 +1,226 @@
+//! Running a scenario: options, backends, seed sweeps and the repro
+//! command (SIM-5).
+
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
+
+use connreg::plant::Plant;
+use connreg::{ManualClock, MemoryRegistry, Timestamp};
+
+use crate::backend::Store;
+use crate::fleet::FleetPlan;
+use crate::scenario::Scenario;
+use crate::trace::Sink;
+use crate::world::{CLOCK_START_MS, RunReport, WorldParams, simulate};
+
+/// Which backend the shared store is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendKind {
+    /// The deterministic in-memory backend.
+    #[default]
+    Memory,
+    /// A real PostgreSQL server (seeded, not byte-deterministic).
+    Postgres,
+}
+
+impl BackendKind {
+    /// The CLI's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Memory => "memory",
+            BackendKind::Postgres => "postgres",
+        }
+    }
+}
+
+/// Where the trace goes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum TraceTarget {
+    /// Only hashed.
+    #[default]
+    Hash,
+    /// Kept in the report.
+    Memory,
+    /// Written to a file.
+    File(PathBuf),
+}
+
+/// How to run a scenario.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// The seed.
+    pub seed: u64,
+    /// The backend.
+    pub backend: BackendKind,
+    /// A planted bug (in-memory backend only).
+    pub plant: Option<Plant>,
+    /// Draw fault probabilities and fleet shape from the seed.
+    pub swarm: bool,
+    /// Where the trace goes.
+    pub trace: TraceTarget,
+}
+
+/// A run that could not start: bad input, not an invariant violation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The scenario cannot be run as given.
+    #[error("{0}")]
+    Input(String),
+    /// The backend could not be provided.
+    #[error("backend: {0}")]
+    Backend(String),
+}
+
+/// Runs `scenario` once.
+pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
+    let scenario = if opts.swarm {
+        crate::swarm::draw(scenario, opts.seed)
+    } else {
+        scenario.clone()
+    };
+    let sink = match &opts.trace {
+        TraceTarget::Hash => Sink::Hash,
+        TraceTarget::Memory => Sink::Memory(Vec::new()),
+        TraceTarget::File(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| RunError::Input(format!("{}: {e}", path.display())))?;
+            Sink::File(std::io::BufWriter::new(file))
+        }
+    };
+    let params = WorldParams {
+        seed: opts.seed,
+        backend: opts.backend.name().to_string(),
+        plant: opts.plant.map(|p| p.name().to_string()),
+        swarm: opts.swarm,
+        sink,
+        offload_wait: Duration::from_secs(30),
+    };
+    let plan = FleetPlan::of(&scenario).map_err(RunError::Input)?;
+    let clock = ManualClock::new(Timestamp(CLOCK_START_MS));
+    match opts.backend {
+        BackendKind::Memory => {
+            let mut registry = MemoryRegistry::new(clock.clone(), plan.config.clone())
+                .map_err(|e| RunError::Input(format!("registry configuration: {e}")))?;
+            if let Some(p) = opts.plant {
+                registry = registry.with_plant(p);
+            }
+            simulate(Rc::new(scenario), Store::inline(registry), clock, params)
+                .map_err(RunError::Input)
+        }
+        BackendKind::Postgres => {
+            if opts.plant.is_some() {
+                return Err(RunError::Input(
+                    "plants exist only in the in-memory backend".into(),
+                ));
+            }
+            crate::postgres::run(Rc::new(scenario), &plan, clock, params)
+        }
+    }
+}
+
+/// The command that reproduces a run (SIM-5). `scenario` is the path the
+/// user gave, or `None` for the built-in standard scenario.
+pub fn repro_command(scenario: Option<&str>, opts: &RunOptions) -> String {
+    let mut cmd = String::from("cargo run -p connreg-sim --release -- run");
+    if let Some(path) = scenario {
+        cmd.push_str(&format!(" --scenario {}", shell_word(path)));
+    }
+    cmd.push_str(&format!(" --seed {}", opts.seed));
+    if opts.backend != BackendKind::Memory {
+        cmd.push_str(&format!(" --backend {}", opts.backend.name()));
+    }
+    if let Some(p) = opts.plant {
+        cmd.push_str(&format!(" --plant {}", p.name()));
+    }
+    if opts.swarm {
+        cmd.push_str(" --swarm");
+    }
+    cmd.push_str(&format!(" --trace seed-{}.trace.jsonl", opts.seed));
+    cmd
+}
+
+fn shell_word(s: &str) -> String {
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Parses `A..B` (B excluded) or `A..=B` (B included).
+pub fn parse_seed_range(text: &str) -> Result<std::ops::Range<u64>, String> {
+    let bad = || format!("seeds {text:?}: expected A..B or A..=B");
+    let (a, b, inclusive) = if let Some((a, b)) = text.split_once("..=") {
+        (a, b, true)
+    } else if let Some((a, b)) = text.split_once("..") {
+        (a, b, false)
+    } else {
+        return Err(bad());
+    };
+    let a: u64 = a.trim().parse().map_err(|_| bad())?;
+    let b: u64 = b.trim().parse().map_err(|_| bad())?;
+    let end = if inclusive {
+        b.checked_add(1).ok_or_else(bad)?
+    } else {
+        b
+    };
+    if end <= a {
+        return Err(format!("seeds {text:?}: the range is empty"));
+    }
+    if end - a > crate::limits::SWEEP_SEEDS_MAX {
+        return Err(format!(
+            "seeds {text:?}: more than {} seeds",
+            crate::limits::SWEEP_SEEDS_MAX
+        ));
+    }
+    Ok(a..end)
+}
+
+/// Finds a scenario path: as given, or relative to the workspace root
+/// (so `scenarios/...` works from any directory of the workspace).
+pub fn resolve_scenario_path(given: &str) -> PathBuf {
+    let direct = PathBuf::from(given);
+    if direct.exists() {
+        return direct;
+    }
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(given);
+    if workspace.exists() {
+        workspace
+    } else {
+        direct
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_ranges_follow_rust_syntax() {
+        assert_eq!(parse_seed_range("1..4").unwrap(), 1..4);
+        assert_eq!(parse_seed_range("1..=4").unwrap(), 1..5);
+        assert!(parse_seed_range("4..1").is_err());
+        assert!(parse_seed_range("x").is_err());
+    }
+
+    #[test]
+    fn the_repro_command_names_every_option() {
+        let opts = RunOptions {
+            seed: 7,
+            plant: Some(Plant::DoubleRelease),
+            swarm: true,
+            ..RunOptions::default()
+        };
+        let cmd = repro_command(Some("scenarios/0001_steady_state.toml"), &opts);
+        assert_eq!(
+            cmd,
+            "cargo run -p connreg-sim --release -- run --scenario scenarios/0001_steady_state.toml --seed 7 --plant double-release --swarm --trace seed-7.trace.jsonl"
+        );
+    }
+}

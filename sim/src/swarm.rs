@@ -1,0 +1,74 @@
+//! Swarm mode: fault probabilities and fleet shape drawn from the seed.
+//!
+//! A swarm run keeps the scenario's fleet records, schedule and mix, and
+//! draws on top of them: more registry hosts and dispatchers (never fewer,
+//! so scheduled faults still name real hosts), replica capacities, scope
+//! limits, lease timing, workload ratios and every kind of chaos. Outcome
+//! expectations are dropped (the draw decides which faults fire); every
+//! invariant and the liveness bound still apply.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::hosts::mix64;
+use crate::scenario::{Expect, Scenario};
+
+/// Liveness bound of a swarm run, at least: room for the drawn faults.
+const SWARM_LIVENESS_MS_MIN: u64 = 3_000;
+
+/// The scenario a swarm run of `seed` uses.
+pub fn draw(base: &Scenario, seed: u64) -> Scenario {
+    let mut s = base.clone();
+    let mut rng = SmallRng::seed_from_u64(mix64(seed ^ 0x5a4a_12d5_a4a1_2d00));
+    let maybe = |rng: &mut SmallRng, p: f64| rng.random_bool(p);
+
+    s.registry.hosts = s.registry.hosts.max(rng.random_range(1..=3));
+    s.workload.dispatchers = s.workload.dispatchers.max(rng.random_range(1..=3));
+    s.workload.concurrency = rng.random_range(1..=4);
+    for r in &mut s.fleet.replicas {
+        r.get_mut().capacity = rng.random_range(1..=6);
+    }
+    for sc in &mut s.fleet.scopes {
+        sc.get_mut().limit = rng.random_range(1..=12);
+    }
+    let lease = rng.random_range(200..=800u64);
+    s.lifecycle.lease_ttl_ms = lease;
+    s.lifecycle.heartbeat_ms = lease / rng.random_range(3..=5u64);
+    s.lifecycle.maintenance_ms = rng.random_range(20..=200);
+    s.lifecycle.maintenance_batch = rng.random_range(1..=4);
+
+    let w = &mut s.workload;
+    let pick = |rng: &mut SmallRng, choices: &[f64]| choices[rng.random_range(0..choices.len())];
+    w.duplicate_ratio = pick(&mut rng, &[0.0, 0.2, 0.5]);
+    w.duplicates = rng.random_range(1..=3);
+    w.cancel_ratio = pick(&mut rng, &[0.0, 0.1, 0.3]);
+    w.reconcile_ratio = pick(&mut rng, &[0.0, 0.2, 0.5]);
+    w.repeat_settle_ratio = pick(&mut rng, &[0.0, 0.2]);
+    w.stale_settle_ratio = pick(&mut rng, &[0.0, 0.5]);
+
+    let c = &mut s.chaos;
+    if maybe(&mut rng, 0.5) {
+        c.lose_answer_ratio = pick(&mut rng, &[0.02, 0.1, 0.2]);
+    }
+    if maybe(&mut rng, 0.5) {
+        c.replica_crashes = rng.random_range(1..=2);
+    }
+    if maybe(&mut rng, 0.3) {
+        c.registry_crashes = 1;
+    }
+    if maybe(&mut rng, 0.5) {
+        c.partitions = rng.random_range(1..=2);
+    }
+    if maybe(&mut rng, 0.3) {
+        c.holds = rng.random_range(1..=2);
+    }
+    if maybe(&mut rng, 0.3) {
+        c.loss_windows = 1;
+    }
+    if maybe(&mut rng, 0.3) {
+        c.clock_jumps = 1;
+    }
+    s.scenario.liveness_ms = s.scenario.liveness_ms.max(SWARM_LIVENESS_MS_MIN);
+    s.expect = Expect::default();
+    s
+}

@@ -1,0 +1,495 @@
+//! The trace: one JSON object a line, every event of a run in order.
+//!
+//! The schema is documented in `sim/TRACE.md`. Every line is a [`Record`]:
+//! the simulated time `t` in milliseconds and one [`Event`], tagged by
+//! `ev`. The trace hash is the MD5 of the whole trace's bytes; two runs with
+//! the same hash wrote byte-identical traces.
+
+use std::io::Write;
+
+use connreg::inspect::ScopeUsage;
+use connreg::{
+    ActionId, CapabilityId, FenceToken, InstanceId, Publication, Replica, ReplicaId, ReplicaSpec,
+    ReplicaState, Revision, RouteRecord, ScopeId, TenantId, Timestamp,
+};
+use md5::{Digest, Md5};
+use serde::{Deserialize, Serialize};
+
+use crate::counters::Counters;
+use crate::scenario::Expect;
+use crate::wire::{Request, Response};
+
+/// The trace format's version, in every `start` event.
+pub const TRACE_FORMAT: u32 = 1;
+
+/// One line of the trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Simulated milliseconds since the run started.
+    pub t: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Everything a trace line can say.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "ev")]
+pub enum Event {
+    /// The first line: what ran, and what the checker must know.
+    Start(Box<StartInfo>),
+    /// The fleet published before any host starts.
+    Setup {
+        /// The publication.
+        publication: Publication,
+        /// The revision it made.
+        revision: Revision,
+        /// The replicas the fleet provisions.
+        replicas: Vec<ReplicaSpec>,
+    },
+    /// A call sent.
+    Rpc {
+        /// The call's ID.
+        id: u64,
+        /// The calling host.
+        from: String,
+        /// The called host.
+        to: String,
+        /// The request.
+        req: Request,
+    },
+    /// An answer, recorded by the answering host before it is sent.
+    Reply {
+        /// The call's ID.
+        id: u64,
+        /// The answering host.
+        from: String,
+        /// The calling host.
+        to: String,
+        /// The answer.
+        resp: Response,
+        /// True when a fault dropped the answer after it was computed (and,
+        /// for a registry, after the store committed).
+        lost: bool,
+    },
+    /// A call that failed in transport, as its caller saw it.
+    RpcFailed {
+        /// The call's ID.
+        id: u64,
+        /// The calling host.
+        from: String,
+        /// The called host.
+        to: String,
+        /// `timeout`, `refused`, `reset`, ...
+        error: String,
+    },
+    /// A provider side effect, recorded by the replica that performed it.
+    Ledger {
+        /// The action.
+        action: ActionId,
+        /// The tenant on whose behalf it ran.
+        tenant: TenantId,
+        /// The instance (the provider account) it ran against.
+        instance: InstanceId,
+        /// The replica (the host) it ran on.
+        replica: ReplicaId,
+        /// The provider account: the instance whose credentials were used.
+        account: InstanceId,
+        /// The fence of the assignment it ran under.
+        fence: FenceToken,
+    },
+    /// A dispatcher started an action.
+    ActionStart {
+        /// The dispatcher host.
+        dispatcher: String,
+        /// The action's number on that dispatcher.
+        n: u64,
+        /// The action ID.
+        action: ActionId,
+        /// The tenant.
+        tenant: TenantId,
+        /// The capability.
+        capability: CapabilityId,
+    },
+    /// A dispatcher's action ended.
+    ActionEnd {
+        /// The dispatcher host.
+        dispatcher: String,
+        /// The action's number on that dispatcher.
+        n: u64,
+        /// The action ID.
+        action: ActionId,
+        /// `completed`, `outcome_unknown`, `cancelled`, or `failed:<kind>`.
+        result: String,
+    },
+    /// A fault took effect, or ended.
+    Fault(FaultEvent),
+    /// Every network fault is repaired; the liveness phase starts.
+    Heal {
+        /// Every surviving dispatcher's actions must have ended by then.
+        deadline_ms: u64,
+    },
+    /// What changed in the store since the previous snapshot.
+    Snapshot(Snapshot),
+    /// An invariant did not hold.
+    Violation(Violation),
+    /// The checkers ran over the events since the previous check.
+    Check {
+        /// Events checked.
+        events: u64,
+        /// Violations found.
+        violations: u64,
+    },
+    /// The last line: counters and the verdict.
+    End(EndInfo),
+}
+
+/// The `start` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartInfo {
+    /// [`TRACE_FORMAT`].
+    pub format: u32,
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed.
+    pub seed: u64,
+    /// `memory` or `postgres`.
+    pub backend: String,
+    /// The planted bug, if any.
+    pub plant: Option<String>,
+    /// Whether fault probabilities and fleet shape were drawn from the seed.
+    pub swarm: bool,
+    /// True when the run is byte-deterministic (the in-memory backend):
+    /// the trace order is the store's commit order, which the
+    /// order-sensitive checks rely on.
+    pub deterministic: bool,
+    /// The scenario's expectations.
+    pub expect: Expect,
+}
+
+/// The `end` event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndInfo {
+    /// Simulation steps taken.
+    pub steps: u64,
+    /// Violations found.
+    pub violations: u64,
+    /// Counters.
+    pub counters: Counters,
+    /// True when every invariant and expectation held.
+    pub ok: bool,
+}
+
+/// A fault event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "fault")]
+pub enum FaultEvent {
+    /// Hosts crashed.
+    Crash {
+        /// The hosts.
+        hosts: Vec<String>,
+    },
+    /// Hosts restarted.
+    Restart {
+        /// The hosts.
+        hosts: Vec<String>,
+    },
+    /// Messages between `a` and `b` (only from `a` to `b` when `oneway`)
+    /// are dropped.
+    Partition {
+        /// One side.
+        a: Vec<String>,
+        /// The other side.
+        b: Vec<String>,
+        /// Only one direction.
+        oneway: bool,
+    },
+    /// A partition ended.
+    Repair {
+        /// One side.
+        a: Vec<String>,
+        /// The other side.
+        b: Vec<String>,
+        /// Only one direction.
+        oneway: bool,
+    },
+    /// Messages between `a` and `b` are held.
+    Hold {
+        /// One side.
+        a: Vec<String>,
+        /// The other side.
+        b: Vec<String>,
+    },
+    /// Held messages are delivered.
+    Release {
+        /// One side.
+        a: Vec<String>,
+        /// The other side.
+        b: Vec<String>,
+    },
+    /// Latency between `a` and `b` raised.
+    Latency {
+        /// One side.
+        a: Vec<String>,
+        /// The other side.
+        b: Vec<String>,
+        /// The new maximum, in milliseconds.
+        max_ms: u64,
+    },
+    /// Latency between `a` and `b` restored.
+    LatencyRestore {
+        /// One side.
+        a: Vec<String>,
+        /// The other side.
+        b: Vec<String>,
+    },
+    /// Random message loss on.
+    Loss {
+        /// Probability per message of breaking its link.
+        rate: f64,
+    },
+    /// Random message loss off.
+    LossEnd,
+    /// Registry answers to `ops` will be dropped after commit.
+    LoseAnswers {
+        /// The operations.
+        ops: Vec<String>,
+        /// How many answers.
+        count: u32,
+    },
+    /// The `lose_answers` window ended.
+    LoseAnswersEnd,
+    /// The registry clock jumped.
+    ClockJump {
+        /// By how much.
+        by_ms: i64,
+        /// The registry clock after the jump.
+        clock: Timestamp,
+    },
+}
+
+/// One replica as the checkers need it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaRow {
+    /// Identifier.
+    pub id: ReplicaId,
+    /// Lifecycle state.
+    pub state: ReplicaState,
+    /// Live reservations, as stored.
+    pub active: u32,
+    /// Capacity.
+    pub capacity: u32,
+    /// Circuit open.
+    pub circuit_open: bool,
+    /// Consecutive unknown outcomes.
+    pub consecutive_unknown: u32,
+    /// Lease end.
+    pub lease_expires_at: Timestamp,
+    /// Health sequence.
+    pub health_seq: u64,
+}
+
+impl From<&Replica> for ReplicaRow {
+    fn from(r: &Replica) -> Self {
+        ReplicaRow {
+            id: r.spec.id.clone(),
+            state: r.state,
+            active: r.active,
+            capacity: r.spec.capacity,
+            circuit_open: r.circuit.open,
+            consecutive_unknown: r.circuit.consecutive_unknown,
+            lease_expires_at: r.lease_expires_at,
+            health_seq: r.health_seq,
+        }
+    }
+}
+
+/// One admission scope as the checkers need it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeRow {
+    /// Identifier.
+    pub id: ScopeId,
+    /// Reservations counted, as stored.
+    pub in_use: u32,
+    /// Limit.
+    pub limit: u32,
+}
+
+impl From<&ScopeUsage> for ScopeRow {
+    fn from(s: &ScopeUsage) -> Self {
+        ScopeRow {
+            id: s.scope.id.clone(),
+            in_use: s.in_use,
+            limit: s.scope.limit,
+        }
+    }
+}
+
+/// The rows that changed since the previous snapshot (all rows in the
+/// first one). Rows are never deleted from the store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The catalog revision.
+    pub revision: Revision,
+    /// Changed replicas.
+    pub replicas: Vec<ReplicaRow>,
+    /// Changed scopes.
+    pub scopes: Vec<ScopeRow>,
+    /// Changed routes.
+    pub routes: Vec<RouteRecord>,
+}
+
+/// An invariant that did not hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// The invariant, such as `one_route_per_action`.
+    pub invariant: String,
+    /// The rule catalogue IDs it protects.
+    pub rules: String,
+    /// What was seen.
+    pub detail: String,
+}
+
+/// Where the trace's bytes go besides the hash.
+#[derive(Debug, Default)]
+pub enum Sink {
+    /// Only hashed.
+    #[default]
+    Hash,
+    /// Kept in memory too (tests compare whole traces).
+    Memory(Vec<u8>),
+    /// Written to a file.
+    File(std::io::BufWriter<std::fs::File>),
+}
+
+/// The trace being written: hashes and stores every line, and queues the
+/// records for the checkers.
+#[derive(Debug, Default)]
+pub struct TraceWriter {
+    sink: Sink,
+    hasher: Md5,
+    pending: Vec<Record>,
+    line: Vec<u8>,
+    events: u64,
+    now_ms: u64,
+    error: Option<String>,
+}
+
+impl TraceWriter {
+    /// A writer into `sink`.
+    pub fn new(sink: Sink) -> TraceWriter {
+        TraceWriter {
+            sink,
+            ..TraceWriter::default()
+        }
+    }
+
+    /// Sets the time stamped on the following events.
+    pub fn set_now(&mut self, ms: u64) {
+        self.now_ms = ms;
+    }
+
+    /// The time stamped on events.
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// Appends one event.
+    pub fn emit(&mut self, event: Event) {
+        let record = Record {
+            t: self.now_ms,
+            event,
+        };
+        self.line.clear();
+        if let Err(e) = serde_json::to_writer(&mut self.line, &record) {
+            self.error
+                .get_or_insert_with(|| format!("trace encoding: {e}"));
+            return;
+        }
+        self.line.push(b'\n');
+        self.hasher.update(&self.line);
+        match &mut self.sink {
+            Sink::Hash => {}
+            Sink::Memory(bytes) => bytes.extend_from_slice(&self.line),
+            Sink::File(f) => {
+                if let Err(e) = f.write_all(&self.line) {
+                    self.error
+                        .get_or_insert_with(|| format!("trace write: {e}"));
+                }
+            }
+        }
+        self.events += 1;
+        self.pending.push(record);
+    }
+
+    /// Takes the records emitted since the last call.
+    pub fn take_pending(&mut self) -> Vec<Record> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Events written so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Flushes the sink and returns the hash, the bytes kept in memory (if
+    /// any) and the first write error (if any).
+    pub fn finish(self) -> (String, Option<Vec<u8>>, Option<String>) {
+        let mut error = self.error;
+        let bytes = match self.sink {
+            Sink::Hash => None,
+            Sink::Memory(bytes) => Some(bytes),
+            Sink::File(mut f) => {
+                if let Err(e) = f.flush() {
+                    error.get_or_insert_with(|| format!("trace write: {e}"));
+                }
+                None
+            }
+        };
+        let hash = self.hasher.finalize();
+        let hex = hash.iter().map(|b| format!("{b:02x}")).collect();
+        (hex, bytes, error)
+    }
+}
+
+/// Hashes trace bytes the way [`TraceWriter`] does.
+pub fn hash_bytes(bytes: &[u8]) -> String {
+    Md5::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_through_json() {
+        let records = vec![
+            Record {
+                t: 3,
+                event: Event::Fault(FaultEvent::Crash {
+                    hosts: vec!["replica-r1".into()],
+                }),
+            },
+            Record {
+                t: 4,
+                event: Event::Check {
+                    events: 2,
+                    violations: 0,
+                },
+            },
+            Record {
+                t: 5,
+                event: Event::Fault(FaultEvent::LossEnd),
+            },
+        ];
+        for r in records {
+            let line = serde_json::to_string(&r).unwrap();
+            assert!(line.starts_with("{\"t\":"), "{line}");
+            let back: Record = serde_json::from_str(&line).unwrap();
+            assert_eq!(back, r);
+        }
+    }
+}

@@ -1,0 +1,584 @@
+//! The world: builds the turmoil simulation around one shared store, steps
+//! it, applies the fault schedule, snapshots the store and runs the
+//! checkers after every step, and writes the trace.
+//!
+//! Time: turmoil's simulated clock drives everything. The registry's
+//! injected clock is set from it before every step (plus any clock jump),
+//! and every trace event carries the step's simulated time. Nothing reads
+//! the wall clock; nothing iterates a hash map; the only randomness comes
+//! from the seed (turmoil's RNG for latency and link breaks, one RNG per
+//! host incarnation for workload choices, one for chaos). Tokio's own
+//! randomness only affects `select!` without `biased`, which this crate
+//! does not use, so `--cfg tokio_unstable` is not needed.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use connreg::{ActionId, ManualClock, ReplicaId, RouteRecord, ScopeId, StoreSnapshot, Timestamp};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+use crate::backend::{Backend, Store};
+use crate::check::Checker;
+use crate::counters::Counters;
+use crate::faults::{Action, Scheduled, schedule};
+use crate::fleet::{FleetPlan, MixPlan};
+use crate::hosts::{self, Ctx, LoseWindow, mix64};
+use crate::limits::{STEPS_MAX, VIOLATIONS_RECORDED_MAX};
+use crate::scenario::{Scenario, dispatcher_host, reader_host, registry_host, replica_host};
+use crate::trace::{
+    EndInfo, Event, FaultEvent, ReplicaRow, ScopeRow, Sink, Snapshot, StartInfo, TRACE_FORMAT,
+    TraceWriter, Violation,
+};
+
+/// The registry clock at the start of every run, in milliseconds. Any
+/// fixed value works; a large one keeps backward clock jumps positive.
+pub(crate) const CLOCK_START_MS: u64 = 1_000_000_000;
+
+/// Turmoil's simulated epoch (2023-11-14), fixed so nothing depends on
+/// when a run happens.
+const EPOCH_SECS: u64 = 1_700_000_000;
+
+/// What the world needs besides the scenario and the store.
+pub(crate) struct WorldParams {
+    pub(crate) seed: u64,
+    pub(crate) backend: String,
+    pub(crate) plant: Option<String>,
+    pub(crate) swarm: bool,
+    pub(crate) sink: Sink,
+    /// Longest real time to wait for offloaded backend calls in one step.
+    pub(crate) offload_wait: Duration,
+}
+
+/// What one run did.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed.
+    pub seed: u64,
+    /// Simulation steps.
+    pub steps: u64,
+    /// Simulated milliseconds.
+    pub sim_ms: u64,
+    /// Calls between hosts.
+    pub operations: u64,
+    /// Faults that fired.
+    pub faults_fired: u64,
+    /// Checker passes (one after every step with events).
+    pub checks: u64,
+    /// Counters.
+    pub counters: Counters,
+    /// The first violations found (at most `VIOLATIONS_RECORDED_MAX`).
+    pub violations: Vec<Violation>,
+    /// How many violations were found.
+    pub violation_count: u64,
+    /// Trace lines.
+    pub events: u64,
+    /// MD5 of the trace.
+    pub trace_hash: String,
+    /// The trace, when it was kept in memory.
+    pub trace: Option<Vec<u8>>,
+}
+
+impl RunReport {
+    /// True when every invariant and expectation held.
+    pub fn ok(&self) -> bool {
+        self.violation_count == 0
+    }
+}
+
+/// The store's last snapshot, to emit only what changed.
+#[derive(Default)]
+struct Mirror {
+    revision: Option<connreg::Revision>,
+    replicas: BTreeMap<ReplicaId, ReplicaRow>,
+    scopes: BTreeMap<ScopeId, ScopeRow>,
+    routes: BTreeMap<ActionId, RouteRecord>,
+}
+
+impl Mirror {
+    fn diff(&mut self, snap: StoreSnapshot) -> Option<Snapshot> {
+        let mut out = Snapshot {
+            revision: snap.revision,
+            replicas: Vec::new(),
+            scopes: Vec::new(),
+            routes: Vec::new(),
+        };
+        for r in &snap.replicas {
+            let row = ReplicaRow::from(r);
+            if self.replicas.get(&row.id) != Some(&row) {
+                self.replicas.insert(row.id.clone(), row.clone());
+                out.replicas.push(row);
+            }
+        }
+        for s in &snap.scopes {
+            let row = ScopeRow::from(s);
+            if self.scopes.get(&row.id) != Some(&row) {
+                self.scopes.insert(row.id.clone(), row.clone());
+                out.scopes.push(row);
+            }
+        }
+        for r in snap.routes {
+            let action = &r.assignment.identity.action;
+            if self.routes.get(action) != Some(&r) {
+                self.routes.insert(action.clone(), r.clone());
+                out.routes.push(r);
+            }
+        }
+        let revision_changed = self.revision != Some(snap.revision);
+        self.revision = Some(snap.revision);
+        let empty = out.replicas.is_empty() && out.scopes.is_empty() && out.routes.is_empty();
+        if empty && !revision_changed {
+            None
+        } else {
+            Some(out)
+        }
+    }
+}
+
+struct World<B: Backend> {
+    ctx: Rc<Ctx>,
+    store: Store<B>,
+    clock: ManualClock,
+    clock_offset_ms: i64,
+    checker: Checker,
+    mirror: Mirror,
+    violations: Vec<Violation>,
+    checks: u64,
+    faults_fired: u64,
+    offload_wait: Duration,
+    base_latency_ms: u64,
+}
+
+/// Runs one scenario against `store` and returns what happened.
+pub(crate) fn simulate<B: Backend>(
+    scenario: Rc<Scenario>,
+    store: Store<B>,
+    clock: ManualClock,
+    params: WorldParams,
+) -> Result<RunReport, String> {
+    let plan = Rc::new(FleetPlan::of(&scenario)?);
+    let mix = scenario
+        .workload
+        .mix
+        .iter()
+        .map(|m| MixPlan::of(m.get_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ctx = Rc::new(Ctx::new(
+        params.seed,
+        scenario.clone(),
+        plan.clone(),
+        mix,
+        TraceWriter::new(params.sink),
+    ));
+    let deterministic = !store.is_offloaded();
+    let mut world = World {
+        ctx: ctx.clone(),
+        store: store.clone(),
+        clock: clock.clone(),
+        clock_offset_ms: 0,
+        checker: Checker::new(),
+        mirror: Mirror::default(),
+        violations: Vec::new(),
+        checks: 0,
+        faults_fired: 0,
+        offload_wait: params.offload_wait,
+        base_latency_ms: scenario.scenario.latency_ms[1],
+    };
+    world.set_time(0);
+    ctx.emit(Event::Start(Box::new(StartInfo {
+        format: TRACE_FORMAT,
+        scenario: scenario.scenario.name.clone(),
+        seed: params.seed,
+        backend: params.backend.clone(),
+        plant: params.plant.clone(),
+        swarm: params.swarm,
+        deterministic,
+        expect: scenario.expect.clone(),
+    })));
+    let publication = plan.publication();
+    let setup = publication.clone();
+    let revision = store
+        .block(move |b| async move { b.catalog_publish(setup).await })
+        .map_err(|e| format!("the fleet's setup publication failed: {e}"))?;
+    ctx.emit(Event::Setup {
+        publication,
+        revision,
+        replicas: plan.specs(),
+    });
+
+    let s = &scenario.scenario;
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(params.seed)
+        .epoch(std::time::UNIX_EPOCH + Duration::from_secs(EPOCH_SECS))
+        .simulation_duration(Duration::from_millis(
+            s.duration_ms + s.liveness_ms + 10 * s.tick_ms + 1_000,
+        ))
+        .tick_duration(Duration::from_millis(s.tick_ms))
+        .min_message_latency(Duration::from_millis(s.latency_ms[0]))
+        .max_message_latency(Duration::from_millis(s.latency_ms[1]))
+        .build();
+    add_hosts(&mut sim, &ctx, &store);
+    let hosts = scenario.host_names();
+    let mut chaos_rng = SmallRng::seed_from_u64(mix64(params.seed ^ 0xc4a0_5c4a_05c4_a05c));
+    let mut plan_faults = schedule(&scenario, &hosts, &mut chaos_rng)
+        .into_iter()
+        .peekable();
+
+    let tick = s.tick_ms;
+    let mut steps = 0u64;
+    let mut healed: Option<u64> = None;
+    let mut t = 0u64;
+    loop {
+        world.set_time(t);
+        while let Some(next) = plan_faults.next_if(|x| x.at_ms <= t) {
+            world.apply(&mut sim, next);
+        }
+        if healed.is_none() && t >= s.duration_ms {
+            world.heal(&mut sim);
+            let deadline = t + s.liveness_ms;
+            ctx.emit(Event::Heal {
+                deadline_ms: deadline,
+            });
+            healed = Some(deadline);
+        }
+        world.set_time(t);
+        if let Err(e) = sim.step() {
+            world.checker.run_failure(format!("a host failed: {e}"));
+            world.after_step();
+            break;
+        }
+        world.wait_offloaded();
+        steps += 1;
+        t += tick;
+        world.after_step();
+        if let Some(deadline) = healed
+            && (world.dispatchers_done(&mut sim) || t > deadline)
+        {
+            break;
+        }
+        if steps >= STEPS_MAX {
+            world
+                .checker
+                .run_failure(format!("the run took {STEPS_MAX} steps"));
+            break;
+        }
+    }
+    world.set_time(t);
+    world.ctx.dirty.set(true);
+    world.snapshot();
+    world.observe_pending();
+    world.checker.finish();
+    world.record_found();
+    let counters = world.checker.counters().clone();
+    let violation_count = world.checker.violations();
+    ctx.emit(Event::End(EndInfo {
+        steps,
+        violations: violation_count,
+        counters: counters.clone(),
+        ok: violation_count == 0,
+    }));
+    drop(sim);
+    let operations = ctx.rpc_count();
+    let events = ctx.trace.borrow().events();
+    let writer = std::mem::take(&mut *ctx.trace.borrow_mut());
+    let (trace_hash, trace, error) = writer.finish();
+    if let Some(e) = error {
+        return Err(e);
+    }
+    Ok(RunReport {
+        scenario: scenario.scenario.name.clone(),
+        seed: params.seed,
+        steps,
+        sim_ms: t,
+        operations,
+        faults_fired: world.faults_fired,
+        checks: world.checks,
+        counters,
+        violations: world.violations,
+        violation_count,
+        events,
+        trace_hash,
+        trace,
+    })
+}
+
+fn add_hosts<B: Backend>(sim: &mut turmoil::Sim<'_>, ctx: &Rc<Ctx>, store: &Store<B>) {
+    let s = ctx.scenario.clone();
+    for i in 0..s.registry.hosts {
+        let (ctx, store) = (ctx.clone(), store.clone());
+        let me = registry_host(i);
+        sim.host(me.clone(), move || {
+            hosts::registry::run(ctx.clone(), store.clone(), me.clone())
+        });
+    }
+    for (spec, unknown) in ctx.plan.replicas.clone() {
+        let ctx = ctx.clone();
+        let me = replica_host(spec.id.as_str());
+        sim.host(me.clone(), move || {
+            hosts::replica::run(ctx.clone(), spec.clone(), unknown, me.clone())
+        });
+    }
+    for i in 0..s.workload.dispatchers {
+        let ctx = ctx.clone();
+        ctx.dispatchers
+            .borrow_mut()
+            .insert(dispatcher_host(i), hosts::DispatcherProgress::default());
+        sim.host(dispatcher_host(i), move || {
+            hosts::dispatcher::run(ctx.clone(), i)
+        });
+    }
+    for i in 0..s.workload.readers.len() {
+        let ctx = ctx.clone();
+        sim.host(reader_host(i), move || {
+            hosts::operators::reader(ctx.clone(), i)
+        });
+    }
+    let admin_ctx = ctx.clone();
+    sim.host(crate::scenario::ADMIN_HOST, move || {
+        hosts::operators::admin(admin_ctx.clone())
+    });
+    let maint_ctx = ctx.clone();
+    sim.host(crate::scenario::MAINTAINER_HOST, move || {
+        hosts::operators::maintainer(maint_ctx.clone())
+    });
+}
+
+fn pairs(a: &[String], b: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for x in a {
+        for y in b {
+            if x != y {
+                out.push((x.clone(), y.clone()));
+            }
+        }
+    }
+    out
+}
+
+impl<B: Backend> World<B> {
+    fn set_time(&mut self, t: u64) {
+        self.ctx.trace.borrow_mut().set_now(t);
+        let now = (CLOCK_START_MS + t).saturating_add_signed(self.clock_offset_ms);
+        self.clock.set(Timestamp(now));
+    }
+
+    fn fault(&mut self, f: FaultEvent) {
+        self.ctx.emit(Event::Fault(f));
+    }
+
+    fn apply(&mut self, sim: &mut turmoil::Sim<'_>, s: Scheduled) {
+        if s.action.is_fault() {
+            self.faults_fired += 1;
+        }
+        match s.action {
+            Action::Crash(hosts) => {
+                let mut crashed = Vec::new();
+                for h in hosts {
+                    if sim.is_host_running(h.as_str()) {
+                        sim.crash(h.as_str());
+                        crashed.push(h);
+                    }
+                }
+                if !crashed.is_empty() {
+                    self.fault(FaultEvent::Crash { hosts: crashed });
+                }
+            }
+            Action::Restart(hosts) => {
+                for h in &hosts {
+                    sim.bounce(h.as_str());
+                }
+                self.fault(FaultEvent::Restart { hosts });
+            }
+            Action::Partition { a, b, oneway } => {
+                for (x, y) in pairs(&a, &b) {
+                    if oneway {
+                        sim.partition_oneway(x.as_str(), y.as_str());
+                    } else {
+                        sim.partition(x.as_str(), y.as_str());
+                    }
+                }
+                self.fault(FaultEvent::Partition { a, b, oneway });
+            }
+            Action::Repair { a, b, oneway } => {
+                for (x, y) in pairs(&a, &b) {
+                    if oneway {
+                        sim.repair_oneway(x.as_str(), y.as_str());
+                    } else {
+                        sim.repair(x.as_str(), y.as_str());
+                    }
+                }
+                self.fault(FaultEvent::Repair { a, b, oneway });
+            }
+            Action::Hold { a, b } => {
+                for (x, y) in pairs(&a, &b) {
+                    sim.hold(x.as_str(), y.as_str());
+                }
+                self.fault(FaultEvent::Hold { a, b });
+            }
+            Action::Release { a, b } => {
+                for (x, y) in pairs(&a, &b) {
+                    sim.release(x.as_str(), y.as_str());
+                }
+                self.fault(FaultEvent::Release { a, b });
+            }
+            Action::Latency { a, b, max_ms } => {
+                for (x, y) in pairs(&a, &b) {
+                    sim.set_link_max_message_latency(
+                        x.as_str(),
+                        y.as_str(),
+                        Duration::from_millis(max_ms),
+                    );
+                }
+                self.fault(FaultEvent::Latency { a, b, max_ms });
+            }
+            Action::LatencyRestore { a, b } => {
+                let base = Duration::from_millis(self.base_latency_ms);
+                for (x, y) in pairs(&a, &b) {
+                    sim.set_link_max_message_latency(x.as_str(), y.as_str(), base);
+                }
+                self.fault(FaultEvent::LatencyRestore { a, b });
+            }
+            Action::Loss(rate) => {
+                sim.set_fail_rate(rate);
+                self.fault(FaultEvent::Loss { rate });
+            }
+            Action::LossEnd => {
+                sim.set_fail_rate(0.0);
+                self.fault(FaultEvent::LossEnd);
+            }
+            Action::LoseAnswers { ops, count } => {
+                self.ctx.lose.borrow_mut().windows.push(LoseWindow {
+                    ops: ops.clone(),
+                    remaining: count,
+                });
+                self.fault(FaultEvent::LoseAnswers { ops, count });
+            }
+            Action::LoseAnswersEnd { ops } => {
+                self.ctx.lose.borrow_mut().windows.retain(|w| w.ops != ops);
+                self.fault(FaultEvent::LoseAnswersEnd);
+            }
+            Action::LoseRatio(r) => {
+                self.ctx.lose.borrow_mut().ratio = r;
+                if r > 0.0 {
+                    self.fault(FaultEvent::LoseAnswers {
+                        ops: vec!["*".into()],
+                        count: 0,
+                    });
+                } else {
+                    self.fault(FaultEvent::LoseAnswersEnd);
+                }
+            }
+            Action::ClockJump(by_ms) => {
+                self.clock_offset_ms = self.clock_offset_ms.saturating_add(by_ms);
+                let t = self.ctx.now_ms();
+                self.set_time(t);
+                let clock = connreg::Clock::now(&self.clock);
+                self.fault(FaultEvent::ClockJump { by_ms, clock });
+            }
+        }
+    }
+
+    /// Ends what is left of the network faults (every scheduled one has
+    /// already ended by now; this is the safety net).
+    fn heal(&mut self, sim: &mut turmoil::Sim<'_>) {
+        sim.set_fail_rate(0.0);
+        let mut lose = self.ctx.lose.borrow_mut();
+        lose.windows.clear();
+        lose.ratio = 0.0;
+    }
+
+    /// Waits (in real time) for offloaded backend calls, so simulated time
+    /// does not run ahead of a real database.
+    fn wait_offloaded(&mut self) {
+        if !self.store.is_offloaded() {
+            return;
+        }
+        let mut waited = Duration::ZERO;
+        let step = Duration::from_micros(200);
+        while self.store.inflight() > 0 {
+            if waited >= self.offload_wait {
+                self.checker.run_failure(format!(
+                    "{} backend calls did not finish within {:?}",
+                    self.store.inflight(),
+                    self.offload_wait
+                ));
+                return;
+            }
+            std::thread::sleep(step); // determinism-ok: the offloaded (PostgreSQL) tier only
+            waited += step;
+        }
+    }
+
+    /// Moves the answers offloaded calls recorded into the trace.
+    fn record_offloaded(&mut self) {
+        for event in self.store.take_recorded() {
+            self.ctx.dirty.set(true);
+            self.ctx.emit(event);
+        }
+    }
+
+    fn observe_pending(&mut self) -> u64 {
+        let pending = self.ctx.trace.borrow_mut().take_pending();
+        for r in &pending {
+            self.checker.observe(r);
+        }
+        pending.len() as u64
+    }
+
+    fn snapshot(&mut self) {
+        self.record_offloaded();
+        if !self.ctx.dirty.replace(false) {
+            return;
+        }
+        match self.store.snapshot() {
+            Ok(snap) => {
+                if let Some(diff) = self.mirror.diff(snap) {
+                    self.ctx.emit(Event::Snapshot(diff));
+                }
+            }
+            Err(e) => self
+                .checker
+                .run_failure(format!("the store snapshot failed: {e}")),
+        }
+    }
+
+    fn record_found(&mut self) -> u64 {
+        let found = self.checker.take_found();
+        let n = found.len() as u64;
+        for v in found {
+            if self.violations.len() < VIOLATIONS_RECORDED_MAX {
+                self.violations.push(v.clone());
+                self.ctx.emit(Event::Violation(v));
+            }
+        }
+        // Verdict lines are the checkers' own output: not checked again.
+        let _ = self.ctx.trace.borrow_mut().take_pending();
+        n
+    }
+
+    /// The checks after every step: the step's events, then the store.
+    fn after_step(&mut self) {
+        self.record_offloaded();
+        let mut events = self.observe_pending();
+        self.snapshot();
+        events += self.observe_pending();
+        if events == 0 {
+            return;
+        }
+        let violations = self.record_found();
+        self.checks += 1;
+        self.ctx.emit(Event::Check { events, violations });
+        let _ = self.ctx.trace.borrow_mut().take_pending();
+    }
+
+    /// True when every dispatcher still running has finished its quota.
+    fn dispatchers_done(&self, sim: &mut turmoil::Sim<'_>) -> bool {
+        let progress = self.ctx.dispatchers.borrow();
+        progress
+            .iter()
+            .all(|(name, p)| p.done || !sim.is_host_running(name.as_str()))
+    }
+}

@@ -1,0 +1,134 @@
+//! Goal: the command line runs the standard scenario with no arguments,
+//! exits 0 / 1 / 2 for ok / violation / bad input, and prints the one
+//! command that reproduces a failing run.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn sim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_connreg-sim"))
+        .args(args)
+        .current_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .output()
+        .expect("the connreg-sim binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn no_arguments_runs_the_standard_scenario() {
+    let out = sim(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("scenario steady_state"), "{text}");
+    assert!(text.contains("operations"), "{text}");
+    assert!(text.contains("faults fired"), "{text}");
+    assert!(text.contains("checks"), "{text}");
+    assert!(text.contains("md5 "), "{text}");
+}
+
+#[test]
+fn a_violation_exits_1_and_prints_the_repro_command() {
+    // spec: SIM-5
+    let out = sim(&[
+        "run",
+        "--scenario",
+        "scenarios/0003_retry_after_lost_answer.toml",
+        "--seed",
+        "4",
+        "--plant",
+        "double-release",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    let repro = text
+        .lines()
+        .find_map(|l| l.strip_prefix("reproduce: "))
+        .unwrap_or_else(|| panic!("no reproduce line in {text}"));
+    assert_eq!(
+        repro,
+        "cargo run -p connreg-sim --release -- run --scenario scenarios/0003_retry_after_lost_answer.toml --seed 4 --plant double-release --trace seed-4.trace.jsonl"
+    );
+    // The printed command, run, fails the same way.
+    let args: Vec<&str> = repro
+        .split_whitespace()
+        .skip_while(|a| *a != "--")
+        .skip(1)
+        .filter(|a| !a.starts_with("seed-") && *a != "--trace")
+        .collect();
+    let again = sim(&args);
+    assert_eq!(again.status.code(), Some(1));
+    let hash = |t: &str| t.lines().find(|l| l.contains("md5")).map(str::to_string);
+    assert_eq!(hash(&text), hash(&stdout(&again)));
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let missing = sim(&["run", "--scenario", "scenarios/none.toml"]);
+    assert_eq!(missing.status.code(), Some(2));
+    let plant = sim(&["run", "--plant", "no-such-plant"]);
+    assert_eq!(plant.status.code(), Some(2));
+    let seeds = sim(&[
+        "sweep",
+        "--scenario",
+        "scenarios/0001_steady_state.toml",
+        "--seeds",
+        "9..1",
+    ]);
+    assert_eq!(seeds.status.code(), Some(2));
+    let flag = sim(&["run", "--no-such-flag"]);
+    assert_eq!(flag.status.code(), Some(2));
+}
+
+#[test]
+fn an_invalid_scenario_names_its_file_and_line() {
+    let dir = std::env::temp_dir().join(format!("connreg-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.toml");
+    let standard = connreg_sim::scenario::STANDARD_SCENARIO;
+    let text = standard.replacen("[workload]\n", "[workload]\nretries = 3\n", 1);
+    let line = text.lines().position(|l| l == "retries = 3").unwrap() + 1;
+    std::fs::write(&path, text).unwrap();
+    let out = sim(&["run", "--scenario", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("bad.toml:{line}:")), "{err}");
+    assert!(err.contains("retries"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn sweep_summarizes_and_plants_lists_every_plant() {
+    let out = sim(&[
+        "sweep",
+        "--scenario",
+        "scenarios/0001_steady_state.toml",
+        "--seeds",
+        "1..=3",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("3 passed, 0 failed"), "{text}");
+    assert!(text.contains("seeds/minute"), "{text}");
+    let plants = sim(&["plants"]);
+    assert_eq!(plants.status.code(), Some(0));
+    assert_eq!(
+        stdout(&plants).lines().count(),
+        connreg::plant::Plant::ALL.len()
+    );
+}
+
+#[test]
+fn check_trace_rechecks_a_written_trace() {
+    let dir = std::env::temp_dir().join(format!("connreg-sim-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.trace.jsonl");
+    let run = sim(&["run", "--seed", "3", "--trace", path.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(0));
+    let check = sim(&["check-trace", path.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(0), "{}", stdout(&check));
+    assert!(stdout(&check).contains("recorded verdict ok"));
+    std::fs::remove_dir_all(&dir).ok();
+}
