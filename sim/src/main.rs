@@ -93,6 +93,14 @@ struct SweepArgs {
     swarm: bool,
 }
 
+/// Prints a line to stdout; a closed pipe (`| head`) is not an error.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 const OK: u8 = 0;
 const VIOLATION: u8 = 1;
 const BAD_INPUT: u8 = 2;
@@ -107,7 +115,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => sweep(args),
         Command::Plants => {
             for p in Plant::ALL {
-                println!("{:<28} {}", p.name(), p.description());
+                say!("{:<28} {}", p.name(), p.description());
             }
             OK
         }
@@ -169,11 +177,11 @@ fn run_one(args: RunArgs) -> u8 {
     };
     let source = args.scenario.clone().unwrap_or_else(|| {
         format!(
-            "{} (built in)",
+            "built in: {}",
             connreg_sim::scenario::STANDARD_SCENARIO_PATH
         )
     });
-    println!(
+    say!(
         "connreg-sim run: scenario {} ({source}), seed {}, backend {}{}{}",
         report.scenario,
         report.seed,
@@ -185,14 +193,14 @@ fn run_one(args: RunArgs) -> u8 {
     );
     summarize(&report);
     if let Some(path) = &args.trace {
-        println!("  trace written to {}", path.display());
+        say!("  trace written to {}", path.display());
     }
     if report.ok() {
-        println!("ok");
+        say!("ok");
         OK
     } else {
         print_violations(&report, 20);
-        println!(
+        say!(
             "reproduce: {}",
             repro_command(args.scenario.as_deref(), &opts)
         );
@@ -202,7 +210,7 @@ fn run_one(args: RunArgs) -> u8 {
 
 fn summarize(r: &RunReport) {
     let c = &r.counters;
-    println!(
+    say!(
         "  simulated {} ms in {} steps: {} operations, {} actions ({} completed, {} outcome unknown, {} cancelled, {} failed)",
         r.sim_ms,
         r.steps,
@@ -213,17 +221,19 @@ fn summarize(r: &RunReport) {
         c.actions_cancelled,
         c.actions_failed
     );
-    println!(
+    say!(
         "  faults fired {}; checks {}; violations {}",
-        r.faults_fired, r.checks, r.violation_count
+        r.faults_fired,
+        r.checks,
+        r.violation_count
     );
-    println!("  trace {} events, md5 {}", r.events, r.trace_hash);
+    say!("  trace {} events, md5 {}", r.events, r.trace_hash);
 }
 
 fn print_violations(r: &RunReport, max: usize) {
-    println!("FAILED: {} violation(s)", r.violation_count);
+    say!("FAILED: {} violation(s)", r.violation_count);
     for v in r.violations.iter().take(max) {
-        println!("  - {} [{}]: {}", v.invariant, v.rules, v.detail);
+        say!("  - {} [{}]: {}", v.invariant, v.rules, v.detail);
     }
 }
 
@@ -253,7 +263,9 @@ fn sweep(args: SweepArgs) -> u8 {
     } else {
         bar.set_draw_target(ProgressDrawTarget::hidden());
     }
-    let started = Instant::now(); // determinism-ok: measures the sweep, not the simulation
+    // Measures the sweep (seeds per minute), never the simulation.
+    #[allow(clippy::disallowed_methods)]
+    let started = Instant::now(); // determinism-ok: sweep timing only
     let mut failures: Vec<(u64, RunReport)> = Vec::new();
     let backend = BackendKind::from(args.backend);
     for seed in seeds.clone() {
@@ -286,7 +298,7 @@ fn sweep(args: SweepArgs) -> u8 {
     } else {
         0.0
     };
-    println!(
+    say!(
         "connreg-sim sweep: scenario {} ({}), seeds {}..{} ({total} seeds), backend {}{}{}",
         scenario.scenario.name,
         args.scenario,
@@ -298,7 +310,7 @@ fn sweep(args: SweepArgs) -> u8 {
             .unwrap_or_default(),
         if args.swarm { ", swarm" } else { "" },
     );
-    println!(
+    say!(
         "  {} passed, {} failed in {secs:.1} s ({per_minute:.0} seeds/minute)",
         total - failures.len() as u64,
         failures.len()
@@ -312,7 +324,7 @@ fn sweep(args: SweepArgs) -> u8 {
             .first()
             .map(|v| format!("{}: {}", v.invariant, v.detail))
             .unwrap_or_default();
-        println!(
+        say!(
             "  seed {seed}: {} violation(s); first: {first}",
             report.violation_count
         );
@@ -323,7 +335,7 @@ fn sweep(args: SweepArgs) -> u8 {
             swarm: args.swarm,
             trace: TraceTarget::Hash,
         };
-        println!(
+        say!(
             "    reproduce: {}",
             repro_command(Some(&args.scenario), &opts)
         );
@@ -346,7 +358,7 @@ fn check_trace(path: &std::path::Path) -> u8 {
             return BAD_INPUT;
         }
     };
-    println!(
+    say!(
         "connreg-sim check-trace: {} records, {} violation(s) found, recorded verdict {}",
         verdict.records,
         verdict.violations.len(),
@@ -357,10 +369,10 @@ fn check_trace(path: &std::path::Path) -> u8 {
         }
     );
     for v in verdict.violations.iter().take(20) {
-        println!("  - {} [{}]: {}", v.invariant, v.rules, v.detail);
+        say!("  - {} [{}]: {}", v.invariant, v.rules, v.detail);
     }
     for m in &verdict.mismatches {
-        println!("  ! {m}");
+        say!("  ! {m}");
     }
     if verdict.ok() { OK } else { VIOLATION }
 }

@@ -415,8 +415,8 @@ impl Action {
                     attempt += 1;
                     self.backoff(attempt).await;
                 }
+                Ok(Response::Settle { .. }) | Err(_) => return Err("unavailable".into()),
                 Ok(_) => return Err("refused".into()),
-                Err(_) => return Err("unavailable".into()),
             }
         }
     }

@@ -49,10 +49,13 @@ async fn handle<B: Backend>(
         }
         _ => None,
     };
-    let _guard = match &lock {
-        Some((l, true)) => Some(Guard::Write(l.write().await)),
-        Some((l, false)) => Some(Guard::Read(l.read().await)),
-        None => None,
+    let _shared = match &lock {
+        Some((l, false)) => Some(l.read().await),
+        _ => None,
+    };
+    let _exclusive = match &lock {
+        Some((l, true)) => Some(l.write().await),
+        _ => None,
     };
     let lost = ctx.lose_answer(op, &mut rng.borrow_mut());
     let me = me.to_string();
@@ -72,11 +75,6 @@ async fn handle<B: Backend>(
         ctx.emit(reply);
     }
     if lost { None } else { Some(response) }
-}
-
-enum Guard<'a> {
-    Read(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'a, ()>),
-    Write(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'a, ()>),
 }
 
 fn action_lock(ctx: &Ctx, action: &connreg::ActionId) -> Rc<tokio::sync::RwLock<()>> {
