@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use connreg::contracts::Routing;
-use connreg::postgres::{PgDataPlane, PgRegistry, PoolOptions};
 use connreg::postgres::testing::TestRegistry;
+use connreg::postgres::{PgDataPlane, PgRegistry, PoolOptions};
 use connreg::{ManualClock, RegistryConfig, Timestamp};
 use connreg_benches::resolve_bench::fleet;
 use connreg_benches::resolve_bench::pgbench::Pgbench;
@@ -101,12 +101,11 @@ async fn run(settings: Settings) -> Result<(), String> {
         // The reload reaches the backends asynchronously.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let (synchronous_commit, fsync): (String, String) = sqlx::query_as(
-        "SELECT current_setting('synchronous_commit'), current_setting('fsync')",
-    )
-    .fetch_one(&mut admin)
-    .await
-    .map_err(|e| e.to_string())?;
+    let (synchronous_commit, fsync): (String, String) =
+        sqlx::query_as("SELECT current_setting('synchronous_commit'), current_setting('fsync')")
+            .fetch_one(&mut admin)
+            .await
+            .map_err(|e| e.to_string())?;
     if synchronous_commit != "on" {
         return Err(format!(
             "synchronous_commit is {synchronous_commit}; the comparison needs it on"

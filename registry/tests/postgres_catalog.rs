@@ -111,7 +111,13 @@ async fn publication_failing_midway_changes_nothing() {
     changes.push(Change::UpsertBinding(binding));
     let refused = registry.catalog_publish(Publication { changes }).await;
     assert!(
-        matches!(refused, Err(Error::NotFound { what: "instance", .. })),
+        matches!(
+            refused,
+            Err(Error::NotFound {
+                what: "instance",
+                ..
+            })
+        ),
         "{refused:?}"
     );
 
@@ -191,6 +197,24 @@ async fn publication_waits_for_readers_and_readers_for_publication() {
     assert!(!reading.is_finished(), "read during a publication");
     release(publisher).await;
     assert_eq!(reading.await.unwrap().unwrap(), Revision(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn control_planes_starting_at_once_install_the_schema_once() {
+    // spec: AUTH-1, AUTH-3
+    let fx = PgFixture::new().await;
+    let start = || {
+        PgRegistry::connect(
+            fx.options(),
+            ManualClock::new(Timestamp(0)),
+            RegistryConfig::default(),
+        )
+    };
+    let (first, second, third) = tokio::join!(start(), start(), start());
+    let (first, second, third) = (first.unwrap(), second.unwrap(), third.unwrap());
+    publish_fleet(&first, &FleetOptions::default()).await;
+    assert_eq!(second.catalog_revision().await.unwrap(), Revision(1));
+    assert_eq!(third.catalog_revision().await.unwrap(), Revision(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

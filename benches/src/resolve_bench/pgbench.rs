@@ -35,7 +35,14 @@ impl Pgbench {
     fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command
-            .args(["-h", &self.host, "-p", &self.port.to_string(), "-U", &self.user])
+            .args([
+                "-h",
+                &self.host,
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                &self.user,
+            ])
             .env("PGAPPNAME", "connreg-bench-pgbench");
         if let Some(password) = &self.password {
             command.env("PGPASSWORD", password);

@@ -8,7 +8,7 @@
 //! | `CONNREG_BENCH_CLIENTS` | `1,4,16` | client counts, comma separated |
 //! | `CONNREG_BENCH_TENANTS` | 100 | tenants, one instance and binding each |
 //! | `CONNREG_BENCH_REPLICAS_PER_TENANT` | 100 | replicas per instance (at most 1024) |
-//! | `CONNREG_BENCH_PGBENCH_SCALE` | 16 | `pgbench -i -s`; at least the largest client count, so TPC-B is not serialized on its branch rows |
+//! | `CONNREG_BENCH_PGBENCH_SCALE` | 1 | `pgbench -i -s`: 1 is plain `pgbench -i`, whose 16 clients share one branch row; the largest client count or more measures TPC-B without that contention |
 //! | `CONNREG_BENCH_FSYNC` | `on` | `on`: turn `fsync` on for the run when the server is the bench's own throwaway cluster (started with it off), so commits are durable; `keep`: leave the server as it is. A server named by URL is never changed. |
 
 use std::env;
@@ -54,12 +54,14 @@ impl Settings {
             },
             tenants: number("CONNREG_BENCH_TENANTS", 100)?,
             replicas_per_tenant: number("CONNREG_BENCH_REPLICAS_PER_TENANT", 100)?,
-            pgbench_scale: number("CONNREG_BENCH_PGBENCH_SCALE", 16)?,
+            pgbench_scale: number("CONNREG_BENCH_PGBENCH_SCALE", 1)?,
             durable: match env::var("CONNREG_BENCH_FSYNC").as_deref().map(str::trim) {
                 Err(_) | Ok("") | Ok("on") => true,
                 Ok("keep") => false,
                 Ok(other) => {
-                    return Err(format!("CONNREG_BENCH_FSYNC: {other:?} is not `on` or `keep`"));
+                    return Err(format!(
+                        "CONNREG_BENCH_FSYNC: {other:?} is not `on` or `keep`"
+                    ));
                 }
             },
         };

@@ -28,7 +28,7 @@ use super::setup::{Roles, SCHEMA};
 /// routing transactions. Every connection sets `search_path` to the
 /// `connreg` schema, its `application_name` and its `statement_timeout`, and
 /// ends transactions left idle for longer than the statement timeout.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PoolOptions {
     /// Server, database, role and password.
     pub connect: PgConnectOptions,
@@ -44,6 +44,24 @@ pub struct PoolOptions {
     pub idle_timeout_ms: u64,
     /// The server cancels any statement running longer than this.
     pub statement_timeout_ms: u64,
+}
+
+/// Names the server, database and role, never the password.
+impl std::fmt::Debug for PoolOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolOptions")
+            .field("host", &self.connect.get_host())
+            .field("port", &self.connect.get_port())
+            .field("database", &self.connect.get_database())
+            .field("role", &self.connect.get_username())
+            .field("application_name", &self.application_name)
+            .field("max_connections", &self.max_connections)
+            .field("min_connections", &self.min_connections)
+            .field("acquire_timeout_ms", &self.acquire_timeout_ms)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .field("statement_timeout_ms", &self.statement_timeout_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PoolOptions {
@@ -121,7 +139,7 @@ impl PoolOptions {
                     statement_timeout.as_str(),
                 ),
             ]);
-        Ok(PgPoolOptions::new()
+        PgPoolOptions::new()
             .max_connections(self.max_connections)
             .min_connections(self.min_connections)
             .acquire_timeout(Duration::from_millis(self.acquire_timeout_ms))
@@ -134,7 +152,7 @@ impl PoolOptions {
             .await
             .map_err(|e| StartError::Unavailable {
                 reason: format!("{which} pool: {}", super::error::db(e)),
-            })?)
+            })
     }
 }
 

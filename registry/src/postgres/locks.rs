@@ -29,6 +29,10 @@ pub const LOCK_CLASS_ACTION: i32 = LOCK_CLASS_BASE + 2;
 /// One instance's replica registrations (the replicas-per-instance limit).
 pub const LOCK_CLASS_INSTANCE: i32 = LOCK_CLASS_BASE + 3;
 
+/// Control-plane setup steps that must not run twice at once (granting
+/// the data role its privileges rewrites catalog rows of PostgreSQL's own).
+pub const LOCK_CLASS_SETUP: i32 = LOCK_CLASS_BASE + 4;
+
 /// The lock key of an identifier.
 pub fn key(id: &str) -> i32 {
     let digest = Md5::digest(id.as_bytes());

@@ -29,13 +29,36 @@
 //! # }
 //! ```
 //!
+//! # Schema
+//!
+//! `migrations/`, applied in order by sqlx's migrator, all in schema
+//! `connreg`:
+//!
+//! - `0001_create_catalog`: types, versions with their capabilities and
+//!   profiles, definitions, instances, bindings with their scopes,
+//!   admission scopes (limits) and counters (kept apart, so the data role
+//!   can move counts but not limits), the catalog revision, the schema
+//!   version.
+//! - `0002_create_fleet`: replicas, assignments with their scopes, the fence
+//!   sequence, the operator audit log; indexes for routing (bindings by
+//!   tenant and capability, replicas by instance, version and state), lease
+//!   maintenance and held reservations.
+//! - `0003_create_data_role_grants`: `connreg.grant_data_role`, the data
+//!   role's exact privileges (AUTH-2).
+//! - `0004_create_route_resolve`: the eligibility view and the resolve
+//!   function (one round trip per decision), and the grants again.
+//!
+//! No column holds a credential or secret value, only references and
+//! revisions (REC-7).
+//!
 //! # Map
 //!
 //! - `config`: [`PoolOptions`], [`PgOptions`] and their documented defaults.
 //! - `setup`: [`create_roles`], migrations, [`SCHEMA_VERSION`] check.
 //! - `registry`: [`PgRegistry`], [`PgDataPlane`] and the contracts.
 //! - `catalog`: publication and catalog pages.
-//! - `routing`: resolve, pinned re-reservation, settlement; lock order.
+//! - `routing`: resolve (one call of `connreg.route_resolve`), lookup,
+//!   settlement; the lock order.
 //! - `lifecycle`: registration, heartbeats, drain, lease maintenance,
 //!   circuits.
 //! - `status`: aggregate status and inspection.
@@ -43,7 +66,7 @@
 //! - `codec`: rows to records; the `bigint` bounds.
 //! - `error`: the one mapping of database failures, and [`StartError`].
 //! - `data`: the data plane's shared handle.
-//! - [`testing`] (feature `postgres-testing`): a registry on a fresh test
+//! - `testing` (feature `postgres-testing`): a registry on a fresh test
 //!   database with its own two roles.
 
 mod catalog;
@@ -64,7 +87,7 @@ pub use config::{PgOptions, PoolOptions};
 pub use error::StartError;
 pub use locks::{
     CATALOG_KEY, LOCK_CLASS_ACTION, LOCK_CLASS_BASE, LOCK_CLASS_CATALOG, LOCK_CLASS_INSTANCE,
-    key as lock_key,
+    LOCK_CLASS_SETUP, key as lock_key,
 };
 pub use registry::{PgDataPlane, PgRegistry, PoolSize, PoolStatus};
 pub use routing::{ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT, ROUTE_LOCK_WAIT_MS, ReplicaReads};

@@ -60,7 +60,7 @@ impl PgRegistry {
         let data = match options.data.open("data").await {
             Ok(data) => data,
             Err(e) => {
-                control.close().await;
+                close_pool(&control).await;
                 return Err(e);
             }
         };
@@ -70,8 +70,8 @@ impl PgRegistry {
         }
         .await;
         if let Err(e) = started {
-            control.close().await;
-            data.close().await;
+            close_pool(&control).await;
+            close_pool(&data).await;
             return Err(e);
         }
         Ok(PgRegistry {
@@ -152,7 +152,7 @@ impl PgDataPlane {
         })?;
         let pool = data.open("data").await?;
         if let Err(e) = setup::verify(&pool).await {
-            pool.close().await;
+            close_pool(&pool).await;
             return Err(e);
         }
         Ok(PgDataPlane {

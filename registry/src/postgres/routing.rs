@@ -305,4 +305,3 @@ pub(crate) fn update_circuit(c: &mut Circuit, outcome: Outcome, policy: CircuitP
         Outcome::OutcomeUnknown | Outcome::Cancelled | Outcome::LeaseExpired => {}
     }
 }
-

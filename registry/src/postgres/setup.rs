@@ -34,8 +34,9 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 /// Longest role name PostgreSQL keeps, in bytes.
 const ROLE_NAME_BYTES_MAX: usize = 63;
 
-/// The two login roles of one registry database.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The two login roles of one registry database. Its `Debug` form leaves
+/// the passwords out.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Roles {
     /// Owns the schema; installs it and publishes the catalog.
     pub control: String,
@@ -45,6 +46,15 @@ pub struct Roles {
     pub control_password: Option<String>,
     /// The data role's password, when the server authenticates by one.
     pub data_password: Option<String>,
+}
+
+impl std::fmt::Debug for Roles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Roles")
+            .field("control", &self.control)
+            .field("data", &self.data)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Roles {
@@ -158,7 +168,10 @@ async fn execute_formatted(
         query = query.bind(second);
     }
     let statement = query.fetch_one(&mut *conn).await?;
-    sqlx::query(&statement).persistent(false).execute(&mut *conn).await?;
+    sqlx::query(&statement)
+        .persistent(false)
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
@@ -192,13 +205,23 @@ pub(crate) async fn install(
             reason: e.to_string(),
         })?;
     if data_role != control_role {
-        sqlx::query("SELECT connreg.grant_data_role($1)")
-            .bind(data_role)
-            .execute(control)
-            .await
-            .map_err(|e| StartError::Setup {
-                reason: format!("grant the data role: {}", super::error::db(e)),
-            })?;
+        let grant = async {
+            let mut tx = control.begin().await?;
+            // Two control planes starting at once would otherwise race on
+            // the same privilege rows ("tuple concurrently updated").
+            sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+                .bind(super::locks::LOCK_CLASS_SETUP)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("SELECT connreg.grant_data_role($1)")
+                .bind(data_role)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await
+        };
+        grant.await.map_err(|e| StartError::Setup {
+            reason: format!("grant the data role: {}", super::error::db(e)),
+        })?;
     }
     Ok(())
 }

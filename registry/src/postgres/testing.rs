@@ -35,13 +35,21 @@ pub const TEST_CONTROL_CONNECTIONS_MAX: u32 = 2;
 pub const TEST_ROLE_PASSWORD: &str = "connreg-test-only";
 
 /// One test database with its two roles.
-#[derive(Debug)]
 pub struct TestRegistry {
     /// The fresh database's superuser options (`connect` for admin work).
     pub admin: PgConnectOptions,
     /// The two roles of this database.
     pub roles: Roles,
     database: DatabaseGuard,
+}
+
+impl std::fmt::Debug for TestRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestRegistry")
+            .field("database", &self.database_name())
+            .field("roles", &self.roles)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TestRegistry {
@@ -52,9 +60,10 @@ impl TestRegistry {
             .map_err(|e| StartError::Setup {
                 reason: format!("no PostgreSQL test database: {e}"),
             })?;
-        let admin = PgConnectOptions::from_str(database.url()).map_err(|e| StartError::Options {
-            reason: format!("test database url: {e}"),
-        })?;
+        let admin =
+            PgConnectOptions::from_str(database.url()).map_err(|e| StartError::Options {
+                reason: format!("test database url: {e}"),
+            })?;
         let name = database.database_name().to_owned();
         let roles = Roles {
             control: format!("{name}_control"),
@@ -77,10 +86,7 @@ impl TestRegistry {
 
     /// A fresh database, its roles and a registry on it, in one call; the
     /// database lives as long as the registry.
-    pub async fn open(
-        clock: impl Clock,
-        config: RegistryConfig,
-    ) -> Result<PgRegistry, StartError> {
+    pub async fn open(clock: impl Clock, config: RegistryConfig) -> Result<PgRegistry, StartError> {
         let test = TestRegistry::create().await?;
         let registry = PgRegistry::connect(test.options(), clock, config).await?;
         Ok(registry.keep_alive(test))
@@ -125,7 +131,6 @@ impl TestRegistry {
 
 /// Drops the database, then (on a server that outlives the process) the
 /// roles, which cannot go while the database holds their objects.
-#[derive(Debug)]
 struct DatabaseGuard {
     database: Option<TestDatabase>,
     admin: PgConnectOptions,
@@ -147,6 +152,10 @@ impl Drop for DatabaseGuard {
         }
         let admin = self.admin.clone().database("postgres");
         let roles = self.roles.clone();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "test cleanup runs async work from Drop, outside any runtime's reach"
+        )]
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -161,7 +170,10 @@ impl Drop for DatabaseGuard {
                                 .bind(role)
                                 .fetch_one(&mut conn)
                                 .await?;
-                        sqlx::query(&statement).persistent(false).execute(&mut conn).await?;
+                        sqlx::query(&statement)
+                            .persistent(false)
+                            .execute(&mut conn)
+                            .await?;
                     }
                     conn.close().await
                 })

@@ -97,6 +97,10 @@ impl Drop for PgFixture {
         }
         let admin = self.admin.clone().database("postgres");
         let roles = [self.roles.control.clone(), self.roles.data.clone()];
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "test cleanup runs async work from Drop, outside any runtime's reach"
+        )]
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
