@@ -67,6 +67,11 @@ pub const ENTRY_FRAMING_BYTES_MAX: u32 =
 /// Longest continuation cursor, in bytes.
 pub const CURSOR_BYTES_MAX: usize = 2 * ID_BYTES_MAX + 64;
 
+/// Largest health sequence, revision or policy revision. Stored as a
+/// signed 64-bit integer by the PostgreSQL backend, so both backends accept
+/// exactly the same range.
+pub const SEQUENCE_MAX: u64 = i64::MAX as u64;
+
 /// Most changes in one publication. One publication is one transaction.
 pub const PUBLICATION_CHANGES_MAX: usize = 1_000;
 

@@ -15,7 +15,7 @@ use crate::id::{
 };
 use crate::limits::{
     BINDING_SCOPES_MAX, DEFINITION_BYTES_MAX, MANIFEST_BYTES_MAX, REPLICA_CAPACITY_MAX,
-    SCOPE_LIMIT_MAX, TEXT_BYTES_MAX, VERSION_CAPABILITIES_MAX,
+    SCOPE_LIMIT_MAX, SEQUENCE_MAX, TEXT_BYTES_MAX, VERSION_CAPABILITIES_MAX,
 };
 
 /// The catalog revision. Each successful publication adds exactly one (CAT-1).
@@ -394,6 +394,14 @@ fn json_text_bytes(text: &str) -> usize {
     serde_json::to_string(text).map_or(usize::MAX, |t| t.len() - 2)
 }
 
+/// Checks a sequence or revision against [`SEQUENCE_MAX`].
+pub(crate) fn check_sequence(what: &'static str, value: u64) -> Result<()> {
+    if value > SEQUENCE_MAX {
+        return Err(Error::limit(what, SEQUENCE_MAX as usize));
+    }
+    Ok(())
+}
+
 fn check_text(what: &'static str, value: &str, max: usize, allow_empty: bool) -> Result<()> {
     if !allow_empty && value.trim().is_empty() {
         return Err(Error::invalid(what, "must not be empty"));
@@ -413,7 +421,8 @@ fn check_text(what: &'static str, value: &str, max: usize, allow_empty: bool) ->
 impl OpaqueRef {
     /// Checks the reference's shape.
     pub fn validate(&self, what: &'static str) -> Result<()> {
-        check_text(what, &self.reference, TEXT_BYTES_MAX, false)
+        check_text(what, &self.reference, TEXT_BYTES_MAX, false)?;
+        check_sequence("reference revision", self.revision)
     }
 }
 
@@ -453,6 +462,11 @@ impl CapabilityDefinition {
     /// Checks the record's fields.
     pub fn validate(&self) -> Result<()> {
         check_text("capability summary", &self.summary, TEXT_BYTES_MAX, true)?;
+        // A schema is JSON text: line breaks and tabs are fine, NUL is not
+        // text at all (and no database column can hold it).
+        if self.schema.contains('\0') {
+            return Err(Error::invalid("capability schema", "must not contain NUL"));
+        }
         // Counted as serialized (escaped) bytes, the unit page budgets use:
         // raw bytes would let a schema of control characters or quotes grow
         // past `PAGE_BYTES_MIN` when listed, and such an entry would end a
@@ -483,6 +497,7 @@ impl Binding {
         if let Some(q) = &self.quota_policy {
             q.validate("binding quota policy reference")?;
         }
+        check_sequence("binding policy revision", self.policy_revision)?;
         if self.admission_scopes.len() > BINDING_SCOPES_MAX {
             return Err(Error::limit("binding admission scopes", BINDING_SCOPES_MAX));
         }

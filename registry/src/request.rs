@@ -129,6 +129,7 @@ pub struct HeartbeatParams {
 impl HeartbeatParams {
     /// Checks the lease bound.
     pub fn validate(&self) -> Result<()> {
+        crate::records::check_sequence("health sequence", self.health_seq)?;
         validate_lease_ttl(self.lease_ttl_ms)
     }
 }
@@ -164,6 +165,15 @@ pub struct RegisterParams {
     pub health_seq: u64,
     /// The first lease, in milliseconds from now.
     pub lease_ttl_ms: u64,
+}
+
+impl RegisterParams {
+    /// Checks the spec, the sequence and the lease bound.
+    pub fn validate(&self) -> Result<()> {
+        self.spec.validate()?;
+        crate::records::check_sequence("health sequence", self.health_seq)?;
+        validate_lease_ttl(self.lease_ttl_ms)
+    }
 }
 
 /// One bounded batch of lease maintenance (LEASE-2).
@@ -222,6 +232,9 @@ impl CircuitCloseParams {
             }
             if v.len() > TEXT_BYTES_MAX {
                 return Err(Error::limit(what, TEXT_BYTES_MAX));
+            }
+            if v.chars().any(char::is_control) {
+                return Err(Error::invalid(what, "must not contain control characters"));
             }
         }
         Ok(())

@@ -15,7 +15,7 @@ use crate::records::{
 use crate::request::{
     AuditEntry, CircuitCloseParams, CircuitPolicy, CrossRegion, HeartbeatOutcome, HeartbeatParams,
     Maintained, RegisterParams, ResolveKind, Resolved, RouteRequest, SettleParams, Settled,
-    StatusReport, lease_live, validate_lease_ttl,
+    StatusReport, lease_live,
 };
 
 use super::Behaviour;
@@ -379,8 +379,7 @@ impl LiveState {
         params: &RegisterParams,
         now: Timestamp,
     ) -> Result<Replica> {
-        params.spec.validate()?;
-        validate_lease_ttl(params.lease_ttl_ms)?;
+        params.validate()?;
         let spec = &params.spec;
         if !catalog.instances.contains_key(&spec.instance) {
             return Err(Error::NotFound {

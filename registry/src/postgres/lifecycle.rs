@@ -16,7 +16,7 @@ use crate::limits::{AUDIT_ENTRIES_MAX, INSTANCE_REPLICAS_MAX};
 use crate::records::Replica;
 use crate::request::{
     AuditEntry, CircuitCloseParams, HeartbeatOutcome, HeartbeatParams, MaintainParams, Maintained,
-    RegisterParams, validate_lease_ttl,
+    RegisterParams,
 };
 
 const SELECT_REPLICA: &str = concat!(
@@ -96,8 +96,7 @@ const EXPIRE: &str = "WITH counters AS (
 impl Data {
     /// LEASE-1: register, or come back after going offline.
     pub(crate) async fn replica_register(&self, params: RegisterParams) -> Result<Replica> {
-        params.spec.validate()?;
-        validate_lease_ttl(params.lease_ttl_ms)?;
+        params.validate()?;
         let spec = &params.spec;
         let health_seq = to_i64("health sequence", params.health_seq)?;
         let lease = ms(self.now().plus_ms(params.lease_ttl_ms));
