@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use connreg::contracts::{ReplicaLifecycle, Routing};
-use connreg::limits::{LEASE_MAINTENANCE_BATCH_MAX, LEASE_TTL_MS_MAX};
+use connreg::limits::{LEASE_MAINTENANCE_BATCH_MAX, LEASE_TTL_MS_MAX, SEQUENCE_MAX};
 use connreg::*;
 
 use crate::fixture::{self, CLOCK_START_MS, FleetOptions, Setup, acme, crm_create, replica};
@@ -376,4 +376,37 @@ pub async fn lifecycle_bad_input_is_refused_and_changes_nothing<H: Harness>(harn
         .replica_heartbeat(beat("i-acme-crm-r0", 9, LEASE_TTL_MS_MAX))
         .await
         .unwrap();
+}
+
+// spec: LEASE-1, REC-5
+/// Health sequences past `SEQUENCE_MAX` are refused the same way by every
+/// backend, in heartbeats and registrations, and change nothing.
+pub async fn health_sequence_past_its_bound_is_refused<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let before = s.observe().await;
+    assert_err!(
+        s.store
+            .replica_heartbeat(beat("i-acme-crm-r0", SEQUENCE_MAX + 1, 1_000))
+            .await,
+        Error::LimitExceeded { max, .. } if max == SEQUENCE_MAX
+    );
+    let spec = get(&s, "i-acme-crm-r0").await.spec;
+    assert_err!(
+        s.store
+            .replica_register(RegisterParams {
+                spec,
+                health_seq: u64::MAX,
+                lease_ttl_ms: 1_000,
+            })
+            .await,
+        Error::LimitExceeded { max, .. } if max == SEQUENCE_MAX
+    );
+    s.assert_unchanged(&before, "refused sequences").await;
+    assert_eq!(
+        s.store
+            .replica_heartbeat(beat("i-acme-crm-r0", SEQUENCE_MAX, 1_000))
+            .await
+            .unwrap(),
+        HeartbeatOutcome::Applied
+    );
 }

@@ -161,6 +161,7 @@ macro_rules! conformance_tests {
             maintenance_never_rewrites_a_destination,
             leases_follow_the_injected_clock_only,
             lifecycle_bad_input_is_refused_and_changes_nothing,
+            health_sequence_past_its_bound_is_refused,
         ] }
         $crate::__conformance_area! { $harness; status: [
             status_counts_match_the_store,
