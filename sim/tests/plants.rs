@@ -97,8 +97,38 @@ fn every_plant_is_caught_within_twenty_seeds_and_the_same_seeds_pass_unplanted()
 }
 
 #[test]
-fn plants_are_off_unless_asked_for() {
-    // spec: SIM-3 (a normal run has no plant: the standard scenario passes)
-    let report = run(&Scenario::standard(), &RunOptions::default()).unwrap();
-    assert!(report.ok(), "{:#?}", report.violations);
+fn the_command_line_plants_nothing_unless_asked_for() {
+    // spec: SIM-3 (a plant the CLI turned on by default would make every
+    // verdict a lie: the seed that double-release fails passes without
+    // `--plant`, and each trace records which plant ran)
+    let dir = std::env::temp_dir().join(format!("connreg-sim-plants-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run_cli = |extra: &[&str]| {
+        let path = dir.join("run.trace.jsonl");
+        let mut args = vec![
+            "run",
+            "--scenario",
+            "scenarios/0003_retry_after_lost_answer.toml",
+            "--seed",
+            "4",
+            "--trace",
+            path.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_connreg-sim"))
+            .args(&args)
+            .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+            .output()
+            .expect("the connreg-sim binary runs");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let start: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        (out.status.code(), start["plant"].clone())
+    };
+    let (code, plant) = run_cli(&[]);
+    assert_eq!(code, Some(0), "the seed fails with no plant asked for");
+    assert_eq!(plant, serde_json::Value::Null);
+    let (code, plant) = run_cli(&["--plant", "double-release"]);
+    assert_eq!(code, Some(1), "the planted bug was not caught");
+    assert_eq!(plant, "double-release");
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -308,13 +308,16 @@ impl Action {
                     // answer the same route (no silent failover).
                     let next = match self.resolve(&plan.request, 0).await {
                         Ok(next) => next,
-                        Err(kind) if kind == "replica_unavailable" => {
-                            // The pinned replica is gone and its lease with
-                            // it: give the reservation back as expired (a
-                            // no-op when lease maintenance already did).
-                            let _ = self.settle(held, Outcome::LeaseExpired).await;
-                            return Err(kind);
-                        }
+                        // ReplicaUnavailable answers a pinned retry only
+                        // when the route's reservation was already released
+                        // (PIN-3: by lease maintenance as lease_expired, or
+                        // by a settlement of another dispatcher sharing the
+                        // action ID) and cannot be taken again (replica
+                        // offline, lease expired, circuit open, version
+                        // withdrawn). Nothing is left to settle, and this
+                        // dispatcher cannot tell which of those happened:
+                        // it settles nothing rather than claim an outcome
+                        // (SETTLE-1). The action fails with the typed error.
                         Err(kind) => return Err(kind),
                     };
                     self.adopt(plan, held, next).await?;
