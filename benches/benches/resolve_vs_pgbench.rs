@@ -7,16 +7,23 @@
 //! CONNREG_BENCH_SECS=20 cargo bench -p connreg-benches --bench resolve_vs_pgbench
 //! ```
 //!
-//! Knobs: see `connreg_benches::resolve_bench::settings`. The server comes from
-//! connreg-pgtest (`CONNREG_TEST_DATABASE_URL`, else a throwaway local
-//! cluster). Every resolve is a new action, so every one runs the whole
-//! decision: action lock, binding check, replica choice under
-//! `SKIP LOCKED`, scope and replica reservation, fence, insert, commit, with
-//! `synchronous_commit` on, and (on the bench's own throwaway cluster)
-//! `fsync` turned on so that commits are durable. Each client count
-//! measures both sides in turn for the same time and prints resolve tps,
-//! TPC-B tps and their ratio.
-
+//! Knobs: see `connreg_benches::resolve_bench::settings` (by default 3 s a
+//! measurement, clients 1, 4 and 16). The server comes from connreg-pgtest
+//! (`CONNREG_TEST_DATABASE_URL`, else a throwaway local cluster). Every
+//! resolve is a new action, so every one runs the whole decision: action
+//! lock, binding check, replica choice under `SKIP LOCKED`, scope and
+//! replica reservation, fence, insert, commit, with `synchronous_commit` on,
+//! and (on the bench's own throwaway cluster) `fsync` turned on so that
+//! commits are durable.
+//!
+//! TPC-B runs on two databases: at scale 1, plain `pgbench -i`, where every
+//! client updates the one branch row and so waits for the others (the
+//! figure people usually quote, and a flattering one to compare against),
+//! and at a scale of at least the largest client count, where clients
+//! rarely meet on a branch. Each client count measures the resolves and
+//! both TPC-B runs in turn for the same time, and prints every figure, both
+//! ratios and the server's `fsync` and `synchronous_commit` as read at that
+//! moment.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -27,7 +34,7 @@ use connreg::postgres::{PgDataPlane, PgRegistry, PoolOptions};
 use connreg::{ManualClock, RegistryConfig, Timestamp};
 use connreg_benches::resolve_bench::fleet;
 use connreg_benches::resolve_bench::pgbench::Pgbench;
-use connreg_benches::resolve_bench::settings::Settings;
+use connreg_benches::resolve_bench::settings::{PGBENCH_DEFAULT_SCALE, Settings};
 use connreg_pgtest::TestDatabase;
 
 /// The bench clock's time: before every replica's lease end.
@@ -38,7 +45,33 @@ struct Row {
     clients: u32,
     resolve_tps: f64,
     errors: u64,
-    tpcb_tps: f64,
+    /// TPC-B at [`PGBENCH_DEFAULT_SCALE`].
+    tpcb_default_tps: f64,
+    /// TPC-B at the settings' wide scale.
+    tpcb_wide_tps: f64,
+    durability: Durability,
+}
+
+/// The server's durability settings, as read beside a measurement.
+#[derive(Clone)]
+struct Durability {
+    fsync: String,
+    synchronous_commit: String,
+}
+
+impl Durability {
+    async fn read(admin: &mut sqlx::PgConnection) -> Result<Durability, String> {
+        let (fsync, synchronous_commit): (String, String) = sqlx::query_as(
+            "SELECT current_setting('fsync'), current_setting('synchronous_commit')",
+        )
+        .fetch_one(admin)
+        .await
+        .map_err(|e| e.to_string())?;
+        Ok(Durability {
+            fsync,
+            synchronous_commit,
+        })
+    }
 }
 
 fn main() {
@@ -62,12 +95,13 @@ fn main() {
 
 async fn run(settings: Settings) -> Result<(), String> {
     println!(
-        "resolve_vs_pgbench: {} s per side and client count, clients {:?}, fleet {} tenants x {} replicas = {} replicas, pgbench scale {}",
+        "resolve_vs_pgbench: {} s per measurement and client count, clients {:?}, fleet {} tenants x {} replicas = {} replicas, pgbench scales {} and {}",
         settings.secs,
         settings.clients,
         settings.tenants,
         settings.replicas_per_tenant,
         settings.replicas(),
+        PGBENCH_DEFAULT_SCALE,
         settings.pgbench_scale
     );
 
@@ -101,14 +135,11 @@ async fn run(settings: Settings) -> Result<(), String> {
         // The reload reaches the backends asynchronously.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let (synchronous_commit, fsync): (String, String) =
-        sqlx::query_as("SELECT current_setting('synchronous_commit'), current_setting('fsync')")
-            .fetch_one(&mut admin)
-            .await
-            .map_err(|e| e.to_string())?;
-    if synchronous_commit != "on" {
+    let durability = Durability::read(&mut admin).await?;
+    if durability.synchronous_commit != "on" {
         return Err(format!(
-            "synchronous_commit is {synchronous_commit}; the comparison needs it on"
+            "synchronous_commit is {}; the comparison needs it on",
+            durability.synchronous_commit
         ));
     }
     let source = test
@@ -116,23 +147,36 @@ async fn run(settings: Settings) -> Result<(), String> {
         .map(|d| d.server().source().to_string())
         .unwrap_or_default();
     println!(
-        "server: source {source}, synchronous_commit={synchronous_commit}, fsync={fsync}{}",
-        if fsync == "off" {
-            " (both sides commit without flushing to disk)"
+        "server: source {source}, synchronous_commit={}, fsync={}{}",
+        durability.synchronous_commit,
+        durability.fsync,
+        if durability.fsync == "off" {
+            " (every side commits without flushing to disk)"
         } else {
             ""
         }
     );
 
-    // pgbench's database on the same server.
-    let tpcb_db = TestDatabase::create().await.map_err(|e| e.to_string())?;
-    let pgbench = Pgbench::for_database(&tpcb_db)?;
-    {
+    // pgbench's two databases on the same server: plain `pgbench -i`, and
+    // one branch row for each client.
+    let default_db = TestDatabase::create().await.map_err(|e| e.to_string())?;
+    let wide_db = TestDatabase::create().await.map_err(|e| e.to_string())?;
+    let pgbench_default = Pgbench::for_database(&default_db)?;
+    let pgbench_wide = Pgbench::for_database(&wide_db)?;
+    for (pgbench, scale) in [
+        (&pgbench_default, PGBENCH_DEFAULT_SCALE),
+        (&pgbench_wide, settings.pgbench_scale),
+    ] {
         let pgbench = pgbench.clone();
-        let scale = settings.pgbench_scale;
         tokio::task::spawn_blocking(move || pgbench.initialize(scale))
             .await
             .map_err(|e| e.to_string())??;
+    }
+    // Loading the wide database dirtied a lot of pages: write them out now,
+    // not during the first measurements. Needs a superuser (or
+    // pg_checkpoint); without one the run goes on, noisier.
+    if let Err(e) = sqlx::query("CHECKPOINT").execute(&mut admin).await {
+        println!("note: no CHECKPOINT after loading ({e}); early figures may be noisier");
     }
 
     let mut rows = Vec::new();
@@ -157,35 +201,49 @@ async fn run(settings: Settings) -> Result<(), String> {
         )
         .await?;
         let resolve_tps = resolves as f64 / elapsed.as_secs_f64();
-        let tpcb_tps = {
-            let pgbench = pgbench.clone();
-            let secs = settings.secs;
-            tokio::task::spawn_blocking(move || pgbench.run(clients, secs))
-                .await
-                .map_err(|e| e.to_string())??
-        };
+        let tpcb_default_tps = tpcb(&pgbench_default, clients, settings.secs).await?;
+        let tpcb_wide_tps = tpcb(&pgbench_wide, clients, settings.secs).await?;
+        let durability = Durability::read(&mut admin).await?;
         println!(
-            "clients {clients:>3}: resolve {resolve_tps:>9.1} tps ({errors} errors), TPC-B {tpcb_tps:>9.1} tps, ratio {:.2}",
-            resolve_tps / tpcb_tps
+            "clients {clients:>3}: resolve {resolve_tps:>9.1} tps ({errors} errors), \
+             TPC-B scale {PGBENCH_DEFAULT_SCALE} {tpcb_default_tps:>9.1} tps (ratio {:.2}), \
+             TPC-B scale {} {tpcb_wide_tps:>9.1} tps (ratio {:.2}), fsync={}, synchronous_commit={}",
+            resolve_tps / tpcb_default_tps,
+            settings.pgbench_scale,
+            resolve_tps / tpcb_wide_tps,
+            durability.fsync,
+            durability.synchronous_commit,
         );
         rows.push(Row {
             clients,
             resolve_tps,
             errors,
-            tpcb_tps,
+            tpcb_default_tps,
+            tpcb_wide_tps,
+            durability,
         });
     }
 
+    let wide = settings.pgbench_scale;
+    let default = PGBENCH_DEFAULT_SCALE;
     println!();
-    println!("| clients | resolve tps | TPC-B tps | resolve / TPC-B |");
-    println!("|--------:|------------:|----------:|----------------:|");
+    println!(
+        "| clients | resolve tps | TPC-B s={default} tps | resolve / TPC-B s={default} | TPC-B s={wide} tps | resolve / TPC-B s={wide} | fsync | synchronous_commit |"
+    );
+    println!(
+        "|--------:|------------:|--------------:|--------------------:|---------------:|---------------------:|:-----:|:------------------:|"
+    );
     for r in &rows {
         println!(
-            "| {:>7} | {:>11.1} | {:>9.1} | {:>15.2} |",
+            "| {:>7} | {:>11.1} | {:>13.1} | {:>19.2} | {:>14.1} | {:>20.2} | {:^5} | {:^18} |",
             r.clients,
             r.resolve_tps,
-            r.tpcb_tps,
-            r.resolve_tps / r.tpcb_tps
+            r.tpcb_default_tps,
+            r.resolve_tps / r.tpcb_default_tps,
+            r.tpcb_wide_tps,
+            r.resolve_tps / r.tpcb_wide_tps,
+            r.durability.fsync,
+            r.durability.synchronous_commit,
         );
     }
     let errors: u64 = rows.iter().map(|r| r.errors).sum();
@@ -195,6 +253,14 @@ async fn run(settings: Settings) -> Result<(), String> {
         return Err(format!("{errors} resolves failed"));
     }
     Ok(())
+}
+
+/// pgbench's TPC-B with `clients` clients for `secs`, off the runtime.
+async fn tpcb(pgbench: &Pgbench, clients: u32, secs: u64) -> Result<f64, String> {
+    let pgbench = pgbench.clone();
+    tokio::task::spawn_blocking(move || pgbench.run(clients, secs))
+        .await
+        .map_err(|e| e.to_string())?
 }
 
 /// `clients` clients resolving new actions for `secs`; successes, failures

@@ -17,6 +17,7 @@ use crate::limits::{
     BINDING_SCOPES_MAX, DEFINITION_BYTES_MAX, MANIFEST_BYTES_MAX, REPLICA_CAPACITY_MAX,
     SCOPE_LIMIT_MAX, SEQUENCE_MAX, TEXT_BYTES_MAX, VERSION_CAPABILITIES_MAX,
 };
+use crate::request::CircuitPolicy;
 
 /// The catalog revision. Each successful publication adds exactly one (CAT-1).
 #[derive(
@@ -210,6 +211,30 @@ pub struct Circuit {
     pub open: bool,
     /// Unknown outcomes since the last completed one.
     pub consecutive_unknown: u32,
+}
+
+impl Circuit {
+    /// The circuit after one settlement with `outcome` under `policy`
+    /// (SETTLE-5): completed resets the count, unknown counts and may open,
+    /// the rest do neither. Nothing here ever closes an open circuit
+    /// (SETTLE-6). Every backend settles through this one rule.
+    #[must_use]
+    pub fn after_settlement(self, outcome: Outcome, policy: CircuitPolicy) -> Circuit {
+        match outcome {
+            Outcome::Completed => Circuit {
+                consecutive_unknown: 0,
+                ..self
+            },
+            Outcome::OutcomeUnknown if policy.enabled => {
+                let consecutive_unknown = self.consecutive_unknown.saturating_add(1);
+                Circuit {
+                    open: self.open || consecutive_unknown >= policy.threshold,
+                    consecutive_unknown,
+                }
+            }
+            Outcome::OutcomeUnknown | Outcome::Cancelled | Outcome::LeaseExpired => self,
+        }
+    }
 }
 
 /// The fixed identity of a replica, as provisioned (REC-5).

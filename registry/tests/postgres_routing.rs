@@ -168,3 +168,137 @@ async fn resolve_serializes_on_the_action_lock_in_the_projects_key_space() {
     let resolved = resolving.await.unwrap().unwrap();
     assert_eq!(resolved.kind, ResolveKind::Created);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_held_past_the_last_attempts_wait_is_waited_out_not_unavailable() {
+    // spec: ROUTE-6, ROUTE-7
+    // The last choosing attempt waits at most ROUTE_LOCK_WAIT_MS for the
+    // replica row; that bound must not reach the counter locks after it.
+    let fx = PgFixture::new().await;
+    let (registry, _clock) = fx.registry_at_zero().await;
+    publish_fleet(
+        &registry,
+        &FleetOptions {
+            tenant_scope_limit: Some(10),
+            ..FleetOptions::default()
+        },
+    )
+    .await;
+    let mut admin = fx.admin_conn().await;
+    bulk_replicas(&mut admin, "t0-i0", 1, 4, 60_000).await;
+
+    // One session holds the only replica row, another the tenant counter.
+    let mut replica_holder = PgConnection::connect_with(&fx.admin).await.unwrap();
+    sqlx::query("BEGIN")
+        .execute(&mut replica_holder)
+        .await
+        .unwrap();
+    sqlx::query("SELECT 1 FROM connreg.replicas WHERE replica_id = 't0-i0-r0' FOR UPDATE")
+        .execute(&mut replica_holder)
+        .await
+        .unwrap();
+    let mut counter_holder = PgConnection::connect_with(&fx.admin).await.unwrap();
+    sqlx::query("BEGIN")
+        .execute(&mut counter_holder)
+        .await
+        .unwrap();
+    sqlx::query("SELECT 1 FROM connreg.admission_counters WHERE scope_id = 't0-s' FOR UPDATE")
+        .execute(&mut counter_holder)
+        .await
+        .unwrap();
+
+    let resolving = {
+        let registry = registry.clone();
+        tokio::spawn(async move { registry.route_resolve(request("slow", "t0")).await })
+    };
+    // The resolve reaches its last, waiting attempt (a lock wait, not the
+    // backoff's sleep) and gets the replica row once it is free; then it
+    // waits for the counter, longer than ROUTE_LOCK_WAIT_MS.
+    let mut waiting = false;
+    for _ in 0..100 {
+        waiting = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                             WHERE datname = current_database() AND wait_event_type = 'Lock'
+                               AND query LIKE '%route_resolve%')",
+        )
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        if waiting {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(waiting, "the resolve never waited for the replica row");
+    sqlx::query("COMMIT")
+        .execute(&mut replica_holder)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(
+        u64::from(connreg::postgres::ROUTE_LOCK_WAIT_MS) + 500,
+    ))
+    .await;
+    assert!(!resolving.is_finished(), "gave up on the counter lock");
+    sqlx::query("COMMIT")
+        .execute(&mut counter_holder)
+        .await
+        .unwrap();
+    let resolved = resolving.await.unwrap().unwrap();
+    assert_eq!(resolved.kind, ResolveKind::Created);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_attempts_wait_leaves_the_callers_lock_timeout_as_it_was() {
+    // spec: ROUTE-6
+    let fx = PgFixture::new().await;
+    let (registry, _clock) = fx.registry_at_zero().await;
+    publish_fleet(&registry, &FleetOptions::default()).await;
+    let mut admin = fx.admin_conn().await;
+    bulk_replicas(&mut admin, "t0-i0", 1, 4, 60_000).await;
+
+    let mut holder = PgConnection::connect_with(&fx.admin).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM connreg.replicas WHERE replica_id = 't0-i0-r0' FOR UPDATE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+
+    // Both exits of the bounded wait: it runs out, and it gets the row.
+    for (action, wait_ms, release_after_ms, outcome) in [
+        ("timed-out", 100, None, "no_capacity"),
+        ("waited", 5_000, Some(200), "created"),
+    ] {
+        let mut caller = PgConnection::connect_with(&fx.admin).await.unwrap();
+        sqlx::query("BEGIN").execute(&mut caller).await.unwrap();
+        sqlx::query("SET LOCAL lock_timeout = '7s'")
+            .execute(&mut caller)
+            .await
+            .unwrap();
+        let resolving = tokio::spawn(async move {
+            let got: (String,) = sqlx::query_as(
+                "SELECT outcome FROM connreg.route_resolve($1, 't0', $2, 0, $3, true, 'eu',
+                     'eu-1', 1, 1, 2, 2, 1, 1, $4, 16)",
+            )
+            .bind(action)
+            .bind(postgres_common::CAPABILITY)
+            .bind(postgres_common::CLASS)
+            .bind(wait_ms)
+            .fetch_one(&mut caller)
+            .await
+            .unwrap();
+            let lock_timeout: (String,) = sqlx::query_as("SELECT current_setting('lock_timeout')")
+                .fetch_one(&mut caller)
+                .await
+                .unwrap();
+            sqlx::query("ROLLBACK").execute(&mut caller).await.unwrap();
+            (got.0, lock_timeout.0)
+        });
+        if let Some(ms) = release_after_ms {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            sqlx::query("COMMIT").execute(&mut holder).await.unwrap();
+        }
+        let (got, lock_timeout) = resolving.await.unwrap();
+        assert_eq!(got, outcome, "{action}");
+        assert_eq!(lock_timeout, "7s", "{action}");
+    }
+}

@@ -364,7 +364,7 @@ impl LiveState {
     fn release(&mut self, a: &RouteAssignment, outcome: Outcome, policy: CircuitPolicy) {
         self.give_capacity(a);
         if let Some(r) = self.replicas.get_mut(&a.destination.replica) {
-            update_circuit(&mut r.circuit, outcome, policy);
+            r.circuit = r.circuit.after_settlement(outcome, policy);
         }
         if let Some(record) = self.routes.get_mut(&a.identity.action) {
             record.reserved = false;
@@ -571,20 +571,5 @@ impl LiveState {
                 .collect(),
             routes: self.routes.values().cloned().collect(),
         })
-    }
-}
-
-/// SETTLE-5: completed resets, unknown counts and may open, the rest do
-/// neither. Nothing here ever closes an open circuit (SETTLE-6).
-pub(crate) fn update_circuit(c: &mut Circuit, outcome: Outcome, policy: CircuitPolicy) {
-    match outcome {
-        Outcome::Completed => c.consecutive_unknown = 0,
-        Outcome::OutcomeUnknown if policy.enabled => {
-            c.consecutive_unknown = c.consecutive_unknown.saturating_add(1);
-            if c.consecutive_unknown >= policy.threshold {
-                c.open = true;
-            }
-        }
-        Outcome::OutcomeUnknown | Outcome::Cancelled | Outcome::LeaseExpired => {}
     }
 }

@@ -47,9 +47,23 @@
 //!   role's exact privileges (AUTH-2).
 //! - `0004_create_route_resolve`: the eligibility view and the resolve
 //!   function (one round trip per decision), and the grants again.
+//! - `0005_replace_route_resolve`: the resolve function again, with the
+//!   last choosing attempt's `lock_timeout` confined to its own statement.
 //!
 //! No column holds a credential or secret value, only references and
 //! revisions (REC-7).
+//!
+//! # Known bound: catalog publication behind a contended resolve
+//!
+//! A resolve holds the catalog's shared advisory lock (transaction-level)
+//! for its whole decision, including the backoff pauses between choosing
+//! attempts when other decisions hold every eligible replica row, so one
+//! decision sees one catalog revision (ROUTE-5). A publication, which takes
+//! that lock exclusively, therefore waits for a contended resolve: at most
+//! [`ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT`] times (2 + 3 + ... +
+//! (`ROUTE_LOCK_ATTEMPTS_MAX` - 1)) ms of pauses plus [`ROUTE_LOCK_WAIT_MS`]
+//! for the last attempt (with the defaults, 27 ms + 1 s), plus the counter
+//! locks and the writes.
 //!
 //! # Map
 //!

@@ -1,13 +1,14 @@
 //! Route resolution, lookup and settlement (ROUTE, PIN, SETTLE).
 //!
-//! A resolve is one call of `connreg.route_resolve` (migration 0004): one
-//! round trip and one transaction holding the action's advisory lock and
-//! the catalog's shared lock, the existing-route check, the replica choice
-//! under `FOR UPDATE SKIP LOCKED` with a bounded retry, the pinned
-//! re-reservation, the scope and replica reservation, the fence and the
-//! insert. That migration documents the choice in full. This module binds
-//! its inputs (the injected clock's time, the lock keys, the bounds below)
-//! and maps its outcome; settlement runs here as a short transaction.
+//! A resolve is one call of `connreg.route_resolve` (migration 0004, as
+//! replaced by 0005): one round trip and one transaction holding the
+//! action's advisory lock and the catalog's shared lock, the existing-route
+//! check, the replica choice under `FOR UPDATE SKIP LOCKED` with a bounded
+//! retry, the pinned re-reservation, the scope and replica reservation, the
+//! fence and the insert. Migration 0004 documents the choice in full. This
+//! module binds its inputs (the injected clock's time, the lock keys, the
+//! bounds below) and maps its outcome; settlement runs here as a short
+//! transaction.
 //!
 //! # Lock order
 //!
@@ -28,10 +29,8 @@ use super::locks;
 use crate::error::{Error, Result};
 use crate::id::{ActionId, TenantId};
 use crate::limits::{ROUTE_LOCK_ATTEMPTS_MAX, TENANT_CAPABILITY_BINDINGS_MAX};
-use crate::records::{Circuit, Outcome, RouteRecord};
-use crate::request::{
-    CircuitPolicy, CrossRegion, ResolveKind, Resolved, RouteRequest, SettleParams, Settled,
-};
+use crate::records::{Circuit, RouteRecord};
+use crate::request::{CrossRegion, ResolveKind, Resolved, RouteRequest, SettleParams, Settled};
 
 /// Longest the last choosing attempt waits for a locked candidate, in ms.
 /// A routing transaction holds a replica row for a millisecond or so; a
@@ -52,7 +51,7 @@ const _: () = assert!(
 const _: () = assert!(ROUTE_LOCK_ATTEMPTS_MAX <= i32::MAX as u32);
 const _: () = assert!(TENANT_CAPABILITY_BINDINGS_MAX <= i32::MAX as usize);
 
-/// The whole resolve, one call (migration 0004).
+/// The whole resolve, one call (migrations 0004 and 0005).
 const RESOLVE: &str = "SELECT * FROM connreg.route_resolve(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)";
 
@@ -202,14 +201,14 @@ impl Data {
         let Some(replica) = replica else {
             return Err(crate::postgres::error::corrupt("assignments.replica_id"));
         };
-        let mut circuit = Circuit {
+        let circuit = Circuit {
             open: col(&replica, "circuit_open")?,
             consecutive_unknown: u32_of(
                 "consecutive_unknown",
                 col(&replica, "consecutive_unknown")?,
             )?,
-        };
-        update_circuit(&mut circuit, params.outcome, self.config.circuit);
+        }
+        .after_settlement(params.outcome, self.config.circuit);
         let scopes: Vec<String> = given
             .reservation
             .scopes
@@ -288,20 +287,4 @@ fn resolved(row: &PgRow) -> Result<Resolved> {
         assignment: route(row)?.assignment,
         kind,
     })
-}
-
-/// SETTLE-5: completed resets, unknown counts and may open, the rest do
-/// neither. Nothing here ever closes an open circuit (SETTLE-6). The same
-/// rule as the in-memory backend's.
-pub(crate) fn update_circuit(c: &mut Circuit, outcome: Outcome, policy: CircuitPolicy) {
-    match outcome {
-        Outcome::Completed => c.consecutive_unknown = 0,
-        Outcome::OutcomeUnknown if policy.enabled => {
-            c.consecutive_unknown = c.consecutive_unknown.saturating_add(1);
-            if c.consecutive_unknown >= policy.threshold {
-                c.open = true;
-            }
-        }
-        Outcome::OutcomeUnknown | Outcome::Cancelled | Outcome::LeaseExpired => {}
-    }
 }
