@@ -90,6 +90,9 @@ pub const CIRCUIT_THRESHOLD_MAX: u32 = 1_000;
 /// Most entries the operator audit log keeps (oldest dropped first).
 pub const AUDIT_ENTRIES_MAX: usize = 10_000;
 
+/// Most rows one full inspection returns (defined with [`Inspect`](crate::Inspect)).
+pub use crate::inspect::INSPECT_ROWS_MAX;
+
 const _: () = {
     assert!(PAGE_ITEMS_DEFAULT <= PAGE_ITEMS_MAX);
     assert!(PAGE_BYTES_MIN <= PAGE_BYTES_DEFAULT);

@@ -27,7 +27,10 @@ pub(crate) struct LiveState {
     pub(crate) routes: BTreeMap<ActionId, RouteRecord>,
     scope_in_use: BTreeMap<ScopeId, u32>,
     /// instance → replicas serving it: the routing index.
-    replicas_by_instance: BTreeMap<crate::id::InstanceId, BTreeSet<ReplicaId>>,
+    replicas_by_instance_version:
+        BTreeMap<(crate::id::InstanceId, crate::id::VersionId), BTreeSet<ReplicaId>>,
+    /// instance → how many replicas serve it, for `INSTANCE_REPLICAS_MAX`.
+    replicas_per_instance: BTreeMap<crate::id::InstanceId, usize>,
     /// replica → actions holding a reservation on it.
     reserved_by_replica: BTreeMap<ReplicaId, BTreeSet<ActionId>>,
     /// (lease end, replica) of every replica not offline: maintenance index.
@@ -138,7 +141,10 @@ impl LiveState {
             if !scopes_ok {
                 continue;
             }
-            let Some(replica_ids) = self.replicas_by_instance.get(&instance.id) else {
+            let Some(replica_ids) = self
+                .replicas_by_instance_version
+                .get(&(instance.id.clone(), version.id.clone()))
+            else {
                 continue;
             };
             self.last_resolve_rows_examined += replica_ids.len() as u64;
@@ -413,13 +419,17 @@ impl LiveState {
             return Ok(r.clone());
         }
         let siblings = self
-            .replicas_by_instance
+            .replicas_per_instance
             .entry(spec.instance.clone())
             .or_default();
-        if siblings.len() >= INSTANCE_REPLICAS_MAX {
+        if *siblings >= INSTANCE_REPLICAS_MAX {
             return Err(Error::limit("replicas per instance", INSTANCE_REPLICAS_MAX));
         }
-        siblings.insert(spec.id.clone());
+        *siblings += 1;
+        self.replicas_by_instance_version
+            .entry((spec.instance.clone(), spec.version.clone()))
+            .or_default()
+            .insert(spec.id.clone());
         let replica = Replica {
             spec: spec.clone(),
             health_seq: params.health_seq,

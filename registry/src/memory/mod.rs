@@ -9,7 +9,7 @@
 //! results.
 //!
 //! Routing reads candidates through indexes, by (tenant, capability) and
-//! then by instance, never by scanning the fleet (AUTH-4).
+//! then by (instance, version), never by scanning the fleet (AUTH-4).
 //!
 //! - `catalog`: the published records and their indexes; publication.
 //! - `live`: replicas, counters, routes; resolve, settle, leases.
