@@ -136,10 +136,18 @@ async fn resolve_serializes_on_the_action_lock_in_the_projects_key_space() {
         .execute(&mut holder)
         .await
         .unwrap();
+    let (holder_pid,): (i32,) = sqlx::query_as("SELECT pg_backend_pid()")
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+    // pg_locks spans the whole server, where other tests hold their own
+    // action locks: look only at the holder's session.
     let held: Vec<(i32,)> = sqlx::query_as(
-        "SELECT objsubid::int FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid",
+        "SELECT objsubid::int FROM pg_locks \
+         WHERE locktype = 'advisory' AND classid = $1::oid AND pid = $2",
     )
     .bind(i64::from(LOCK_CLASS_ACTION as u32))
+    .bind(holder_pid)
     .fetch_all(&mut admin)
     .await
     .unwrap();
