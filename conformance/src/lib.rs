@@ -5,7 +5,7 @@
 //! A backend implements [`Harness`] (a fresh, empty store per test) and
 //! writes one test file:
 //!
-//! ```ignore
+//! ```text
 //! // conformance/tests/memory.rs
 //! connreg_conformance::conformance_tests!(connreg_conformance::memory::MemoryHarness);
 //! ```
@@ -60,7 +60,7 @@ pub use harness::Harness;
 /// The conformance suite for one backend: pass an expression that makes
 /// its [`Harness`].
 ///
-/// ```ignore
+/// ```text
 /// connreg_conformance::conformance_tests!(connreg_conformance::memory::MemoryHarness);
 /// ```
 #[macro_export]
