@@ -111,7 +111,23 @@ fn ids_after(marker_rest: &str) -> Vec<String> {
     }
 }
 
-/// Every rule ID named by a `spec:` marker, with the files naming it.
+/// The conformance suite's modules that hold tests (the rest is support).
+const SUITE_MODULES: [&str; 11] = [
+    "records.rs",
+    "catalog.rs",
+    "route.rs",
+    "pin.rs",
+    "settle.rs",
+    "lease.rs",
+    "status.rs",
+    "race.rs",
+    "model.rs",
+    "snapshots.rs",
+    "determinism.rs",
+];
+
+/// Every rule ID named by a `spec:` marker in test code, with the files
+/// naming it.
 fn named() -> BTreeMap<String, BTreeSet<PathBuf>> {
     let root = root();
     let marker = concat!("spec", ":");
@@ -124,10 +140,25 @@ fn named() -> BTreeMap<String, BTreeSet<PathBuf>> {
         let Ok(text) = fs::read_to_string(&file) else {
             continue;
         };
+        let relative_path = file.strip_prefix(&root).unwrap_or(&file).to_path_buf();
+        // Only test code counts: integration tests, the conformance suite's
+        // test modules, and `#[cfg(test)]` modules. A marker in serving code
+        // documents a rule but proves nothing.
+        let test_file = relative_path.components().any(|c| c.as_os_str() == "tests")
+            || SUITE_MODULES
+                .iter()
+                .any(|m| relative_path == Path::new("conformance/src").join(m));
+        let test_code_from = if test_file {
+            0
+        } else {
+            text.find("#[cfg(test)]").unwrap_or(text.len())
+        };
         for (i, _) in text.match_indices(marker) {
+            if i < test_code_from {
+                continue;
+            }
             for id in ids_after(&text[i + marker.len()..]) {
-                let relative = file.strip_prefix(&root).unwrap_or(&file).to_path_buf();
-                named.entry(id).or_default().insert(relative);
+                named.entry(id).or_default().insert(relative_path.clone());
             }
         }
     }
