@@ -49,6 +49,9 @@
 //!   function (one round trip per decision), and the grants again.
 //! - `0005_replace_route_resolve`: the resolve function again, with the
 //!   last choosing attempt's `lock_timeout` confined to its own statement.
+//! - `0006_replace_route_resolve`: the resolve function again; a lock cycle
+//!   between the last attempt's wait and another decision's counter locks
+//!   is contention past the limit (`NoCapacity`), not an error.
 //!
 //! No column holds a credential or secret value, only references and
 //! revisions (REC-7).

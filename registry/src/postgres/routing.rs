@@ -51,7 +51,7 @@ const _: () = assert!(
 const _: () = assert!(ROUTE_LOCK_ATTEMPTS_MAX <= i32::MAX as u32);
 const _: () = assert!(TENANT_CAPABILITY_BINDINGS_MAX <= i32::MAX as usize);
 
-/// The whole resolve, one call (migrations 0004 and 0005).
+/// The whole resolve, one call (migrations 0004, 0005 and 0006).
 const RESOLVE: &str = "SELECT * FROM connreg.route_resolve(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)";
 
