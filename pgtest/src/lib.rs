@@ -55,12 +55,15 @@
 //! - `database`: [`TestDatabase`].
 //! - `dropper`: dropping test databases on a background thread.
 //! - `bindir`: finding the PostgreSQL binaries ([`bindir()`]).
+//! - [`proxy`]: [`FaultProxy`](proxy::FaultProxy), a TCP fault proxy in
+//!   front of a server (cuts, commit-unknown cuts, stalls, blackholes).
 //! - [`limits`]: every timeout, retry count and size.
 //! - `error`: [`ProvisionError`].
 //! - `command`, `runtime`, `unique`: bounded child processes, async work
 //!   from sync code, unique names.
 
 pub mod limits;
+pub mod proxy;
 
 mod bindir;
 mod command;

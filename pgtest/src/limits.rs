@@ -59,7 +59,54 @@ pub const ERROR_DETAIL_BYTES_MAX: usize = 4_000;
 /// Pause between polls of a child process or a starting server.
 pub const POLL_INTERVAL_MS: u64 = 50;
 
+/// Connections a [`FaultProxy`](crate::proxy::FaultProxy) holds open at
+/// once; one more is accepted and closed at once (and counted as refused).
+///
+/// Above [`SERVER_CONNECTIONS_MAX`], so the proxy is never what limits a
+/// client of the servers this crate starts; with
+/// [`PROXY_BUFFER_BYTES`] two buffers a connection, at most 64 MiB.
+pub const PROXY_CONNECTIONS_MAX: usize = 1_024;
+
+/// Bytes one direction of one proxied connection reads and holds at a time.
+/// A stalled direction holds at most this much; the rest waits in TCP.
+///
+/// Larger than the messages of a routing transaction, small enough that
+/// [`PROXY_CONNECTIONS_MAX`] connections stay cheap.
+pub const PROXY_BUFFER_BYTES: usize = 32 * 1_024;
+
+/// Bytes of a message's body the proxy keeps to recognise it: a `Query`
+/// starting with `COMMIT` after white space, a `Parse` of one after its
+/// statement name, a startup message's code.
+pub const PROXY_MESSAGE_PREFIX_BYTES_MAX: usize = 128;
+
+/// Longest wait of a proxied connection for the server to accept its TCP
+/// connection; the client's connection is closed after it.
+pub const PROXY_CONNECT_TIMEOUT_MS: u64 = 5_000;
+
+/// Longest wait, after a cut commit reached the server, for the server's
+/// answer (which is dropped) before the connection is closed anyway.
+///
+/// Waiting for the answer means the commit is done by the time the client
+/// sees its connection fail; a server that never answers is not waited for.
+pub const PROXY_COMMIT_REPLY_WAIT_MS: u64 = 5_000;
+
+/// Longest single [`FaultProxy::stall`](crate::proxy::FaultProxy::stall);
+/// longer ones are cut to this. Ten minutes: past any client's timeout.
+pub const PROXY_STALL_MS_MAX: u64 = 600_000;
+
+/// Pause after a failed accept (out of file descriptors, say) before the
+/// proxy accepts again, so it never spins.
+pub const PROXY_ACCEPT_RETRY_MS: u64 = 50;
+
 const _: () = {
+    assert!(PROXY_CONNECTIONS_MAX >= SERVER_CONNECTIONS_MAX as usize);
+    assert!(PROXY_CONNECTIONS_MAX * 2 * PROXY_BUFFER_BYTES <= 64 * 1_024 * 1_024);
+    // Room for `COMMIT` after a statement name of PostgreSQL's 63 bytes and
+    // its NUL, and for a startup message's code.
+    assert!(PROXY_MESSAGE_PREFIX_BYTES_MAX >= 63 + 1 + 6);
+    assert!(PROXY_BUFFER_BYTES >= PROXY_MESSAGE_PREFIX_BYTES_MAX);
+    assert!(PROXY_COMMIT_REPLY_WAIT_MS <= PROXY_STALL_MS_MAX);
+
     assert!(LOCAL_PORT_ATTEMPTS_MAX >= 1);
     // PostgreSQL refuses to start unless max_connections exceeds the
     // reserved superuser slots (3 by default).
