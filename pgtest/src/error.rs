@@ -63,6 +63,19 @@ pub enum ProvisionError {
         timeout_s: u64,
     },
 
+    /// A restart was asked of a server this crate does not run as a local
+    /// cluster: one given by URL belongs to someone else, and a container is
+    /// not restarted by the harness.
+    #[error(
+        "a server given by {} cannot be restarted by the harness; \
+         only a throwaway local cluster can (CONNREG_TEST_PG=local, or a LocalCluster)",
+        restart_origin(*source_kind)
+    )]
+    RestartUnsupported {
+        /// Where the server came from.
+        source_kind: ServerSource,
+    },
+
     /// The server refused or failed a statement this crate ran.
     #[error("could not {action}: {message}")]
     Database {
@@ -71,4 +84,13 @@ pub enum ProvisionError {
         /// The server's or driver's message.
         message: String,
     },
+}
+
+/// How a server's origin reads in [`ProvisionError::RestartUnsupported`].
+fn restart_origin(source: ServerSource) -> &'static str {
+    match source {
+        ServerSource::Url => "URL",
+        ServerSource::Docker => "Docker",
+        ServerSource::Local => "the local binaries",
+    }
 }

@@ -49,7 +49,11 @@
 //!
 //! - `source`: the sources and the rule choosing one ([`Environment`]).
 //! - `server`: the shared [`Server`] and [`server()`].
-//! - `local`: initdb, configuration and start of the throwaway cluster.
+//! - `local`: initdb, configuration, start and restart of the throwaway
+//!   clusters.
+//! - `cluster`: [`LocalCluster`], a throwaway cluster of the caller's own
+//!   (for instance with `fsync=on`), restartable like the shared one
+//!   ([`Server::restart_immediate`]).
 //! - `docker`: the testcontainers fallback.
 //! - `supervisor`: cleanup when the process exits.
 //! - `database`: [`TestDatabase`].
@@ -66,6 +70,7 @@ pub mod limits;
 pub mod proxy;
 
 mod bindir;
+mod cluster;
 mod command;
 mod database;
 mod docker;
@@ -79,6 +84,7 @@ mod supervisor;
 mod unique;
 
 pub use bindir::{BINDIR_VAR, bindir};
+pub use cluster::{LocalCluster, LocalOptions};
 pub use database::{DATABASE_NAME_PREFIX, TestDatabase};
 pub use error::ProvisionError;
 pub use server::{Server, server};

@@ -1,5 +1,10 @@
-//! The throwaway local cluster: initdb into a temporary folder, start on a
-//! free loopback port, removed by a supervisor when the process exits.
+//! The throwaway local clusters: initdb into a temporary folder, start on a
+//! free loopback port, restart in place, removed by a supervisor when the
+//! process exits or the cluster's handle drops.
+//!
+//! Both the process's shared server and every
+//! [`LocalCluster`](crate::LocalCluster) are made and restarted by these
+//! functions; they differ only in their [`Settings`].
 
 use std::fs::{self, DirBuilder, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -8,13 +13,13 @@ use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::command::{self, RunError};
 use crate::error::ProvisionError;
 use crate::limits::{
     LOCAL_INITDB_TIMEOUT_S, LOCAL_PORT_ATTEMPTS_MAX, LOCAL_START_TIMEOUT_S, LOCAL_STOP_TIMEOUT_S,
-    SERVER_CONNECTIONS_MAX,
 };
 use crate::source::ServerSource;
 use crate::supervisor::{self, CleanupGuard};
@@ -26,14 +31,31 @@ pub(crate) const LOCAL_HOST: &str = "127.0.0.1";
 /// The superuser initdb creates.
 pub(crate) const LOCAL_SUPERUSER: &str = "postgres";
 
-/// A running local cluster. Never stopped from inside the process: its
-/// supervisor stops and removes it when the process exits.
+/// How a cluster is configured beyond what every one of them shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// `fsync` of the server: off for test clusters, on where crash
+    /// durability is what is being tested.
+    pub(crate) fsync: bool,
+    /// `max_connections` of the server.
+    pub(crate) connections_max: u32,
+}
+
+/// A running local cluster. Stopped (immediately) and removed by its
+/// supervisor when the process exits or the value drops; in between it can
+/// be restarted in place.
 #[derive(Debug)]
-pub(crate) struct LocalCluster {
+pub(crate) struct Cluster {
     pub(crate) dir: PathBuf,
     pub(crate) port: u16,
     pub(crate) log_file: PathBuf,
     pub(crate) startup: Duration,
+    pub(crate) bindir: PathBuf,
+    data: PathBuf,
+    owner: Option<Owner>,
+    /// Held by a restart, so two restarts never interleave their stop and
+    /// start.
+    restarting: Mutex<()>,
     _cleanup: CleanupGuard,
 }
 
@@ -46,7 +68,7 @@ struct Owner {
 }
 
 /// Creates, configures and starts a cluster from the binaries in `bindir`.
-pub(crate) fn start(bindir: &Path) -> Result<LocalCluster, ProvisionError> {
+pub(crate) fn start(bindir: &Path, settings: Settings) -> Result<Cluster, ProvisionError> {
     let started_at = Instant::now();
     let owner = owner_when_root()?;
     let dir = make_private_dir(owner)?;
@@ -65,15 +87,72 @@ pub(crate) fn start(bindir: &Path) -> Result<LocalCluster, ProvisionError> {
     })?;
 
     initdb(bindir, &data, owner)?;
-    configure(&data, &dir)?;
+    configure(&data, &dir, settings)?;
     let port = start_on_free_port(bindir, &data, &log_file, owner)?;
-    Ok(LocalCluster {
+    Ok(Cluster {
         dir,
         port,
         log_file,
         startup: started_at.elapsed(),
+        bindir: bindir.to_owned(),
+        data,
+        owner,
+        restarting: Mutex::new(()),
         _cleanup: cleanup,
     })
+}
+
+impl Cluster {
+    /// Stops the server as a crash would (`pg_ctl stop -m immediate`: no
+    /// checkpoint, every session ended at once), then starts it again on the
+    /// same port and data folder and waits until it accepts connections
+    /// (after crash recovery). Blocks the calling thread meanwhile.
+    pub(crate) fn restart_immediate(&self) -> Result<(), ProvisionError> {
+        let _restarting = self
+            .restarting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let log_start = file_len(&self.log_file);
+        let mut pg_ctl = as_owner(
+            Command::new(self.bindir.join("pg_ctl")),
+            self.owner,
+            &self.data,
+        );
+        pg_ctl
+            .arg("stop")
+            .arg("--pgdata")
+            .arg(&self.data)
+            .args(["--mode", "immediate", "--wait", "--silent"])
+            .arg(format!("--timeout={LOCAL_STOP_TIMEOUT_S}"));
+        // pg_ctl enforces the stop timeout; this bound only guards pg_ctl.
+        let finished = run_pg_ctl(&mut pg_ctl, "pg_ctl stop", LOCAL_STOP_TIMEOUT_S * 2)?;
+        // A server already down (an earlier restart failed to start it)
+        // only needs starting.
+        if !finished.status.success() && self.data.join("postmaster.pid").exists() {
+            return Err(failed(format!(
+                "pg_ctl stop -m immediate exited with {}: {}\nserver log: {}",
+                finished.status,
+                finished.output_tail(),
+                command::tail(&read_from(&self.log_file, log_start))
+            )));
+        }
+        let finished = pg_ctl_start(
+            &self.bindir,
+            &self.data,
+            &self.log_file,
+            self.owner,
+            self.port,
+        )?;
+        if finished.status.success() {
+            return Ok(());
+        }
+        Err(failed(format!(
+            "pg_ctl start after an immediate stop exited with {}: {}\nserver log: {}",
+            finished.status,
+            finished.output_tail(),
+            command::tail(&read_from(&self.log_file, log_start))
+        )))
+    }
 }
 
 fn owner_when_root() -> Result<Option<Owner>, ProvisionError> {
@@ -156,15 +235,17 @@ fn initdb(bindir: &Path, data: &Path, owner: Option<Owner>) -> Result<(), Provis
 }
 
 /// Loopback TCP and a socket in the cluster's own folder, trust for both;
-/// enough connections for the backend tests; no fsync.
-fn configure(data: &Path, dir: &Path) -> Result<(), ProvisionError> {
+/// the settings' connections and fsync.
+fn configure(data: &Path, dir: &Path, settings: Settings) -> Result<(), ProvisionError> {
     let settings = format!(
         "\n# connreg-pgtest: a throwaway test cluster\n\
          listen_addresses = '{LOCAL_HOST}'\n\
          unix_socket_directories = '{socket_dir}'\n\
-         max_connections = {SERVER_CONNECTIONS_MAX}\n\
-         fsync = off\n",
+         max_connections = {connections_max}\n\
+         fsync = {fsync}\n",
         socket_dir = dir.display().to_string().replace('\'', "''"),
+        connections_max = settings.connections_max,
+        fsync = if settings.fsync { "on" } else { "off" },
     );
     // Only the server's own loopback and socket; initdb's replication lines
     // are not needed.
@@ -194,26 +275,7 @@ fn start_on_free_port(
     for _ in 0..LOCAL_PORT_ATTEMPTS_MAX {
         let port = free_port()?;
         let log_start = file_len(log_file);
-        let mut pg_ctl = as_owner(Command::new(bindir.join("pg_ctl")), owner, data);
-        pg_ctl
-            .arg("start")
-            .arg("--pgdata")
-            .arg(data)
-            .arg("--log")
-            .arg(log_file)
-            .arg("--wait")
-            .arg(format!("--timeout={LOCAL_START_TIMEOUT_S}"))
-            .arg("--silent")
-            .arg(format!("--options=-p {port}"));
-        // pg_ctl enforces the start timeout; this bound only guards pg_ctl.
-        let bound = Duration::from_secs(LOCAL_START_TIMEOUT_S * 2);
-        let finished = command::run(&mut pg_ctl, bound).map_err(|error| match error {
-            RunError::TimedOut => ProvisionError::TimedOut {
-                action: "pg_ctl start".to_owned(),
-                timeout_s: LOCAL_START_TIMEOUT_S * 2,
-            },
-            RunError::Spawn(_) => failed(format!("pg_ctl: {error}")),
-        })?;
+        let finished = pg_ctl_start(bindir, data, log_file, owner, port)?;
         if finished.status.success() {
             return Ok(port);
         }
@@ -232,6 +294,44 @@ fn start_on_free_port(
          could bind it; last server log: {}",
         command::tail(&last_log)
     )))
+}
+
+/// `pg_ctl start` on `port`, waiting until the server accepts connections.
+fn pg_ctl_start(
+    bindir: &Path,
+    data: &Path,
+    log_file: &Path,
+    owner: Option<Owner>,
+    port: u16,
+) -> Result<command::Finished, ProvisionError> {
+    let mut pg_ctl = as_owner(Command::new(bindir.join("pg_ctl")), owner, data);
+    pg_ctl
+        .arg("start")
+        .arg("--pgdata")
+        .arg(data)
+        .arg("--log")
+        .arg(log_file)
+        .arg("--wait")
+        .arg(format!("--timeout={LOCAL_START_TIMEOUT_S}"))
+        .arg("--silent")
+        .arg(format!("--options=-p {port}"));
+    // pg_ctl enforces the start timeout; this bound only guards pg_ctl.
+    run_pg_ctl(&mut pg_ctl, "pg_ctl start", LOCAL_START_TIMEOUT_S * 2)
+}
+
+/// Runs a `pg_ctl` command, killed after `bound_s`.
+fn run_pg_ctl(
+    pg_ctl: &mut Command,
+    action: &str,
+    bound_s: u64,
+) -> Result<command::Finished, ProvisionError> {
+    command::run(pg_ctl, Duration::from_secs(bound_s)).map_err(|error| match error {
+        RunError::TimedOut => ProvisionError::TimedOut {
+            action: action.to_owned(),
+            timeout_s: bound_s,
+        },
+        RunError::Spawn(_) => failed(format!("{action}: {error}")),
+    })
 }
 
 /// A port the kernel just handed out on loopback, free at the time of asking.

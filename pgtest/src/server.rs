@@ -1,6 +1,6 @@
 //! The one server of this process: chosen, started and reported once.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use url::Url;
 use crate::docker::{self, DockerServer};
 use crate::error::ProvisionError;
 use crate::limits::SERVER_CONNECTIONS_MAX;
-use crate::local::{self, LOCAL_HOST, LOCAL_SUPERUSER, LocalCluster};
+use crate::local::{self, Cluster, LOCAL_HOST, LOCAL_SUPERUSER, Settings};
 use crate::source::{DATABASE_URL_VAR, Environment, ServerSource};
 
 /// The outcome of the first [`server`] call, kept for the whole process.
@@ -37,10 +37,7 @@ pub struct Server {
 #[derive(Debug)]
 enum Kind {
     Url,
-    Local {
-        cluster: LocalCluster,
-        bindir: PathBuf,
-    },
+    Local(Cluster),
     Docker(Box<DockerServer>),
 }
 
@@ -87,7 +84,13 @@ fn acquire() -> Result<Server, ProvisionError> {
         }
         ServerSource::Local => {
             let bindir = environment.bindir.unwrap_or_default();
-            let cluster = local::start(&bindir)?;
+            let cluster = local::start(
+                &bindir,
+                Settings {
+                    fsync: false,
+                    connections_max: SERVER_CONNECTIONS_MAX,
+                },
+            )?;
             Server {
                 source,
                 url: format!(
@@ -99,7 +102,7 @@ fn acquire() -> Result<Server, ProvisionError> {
                 superuser: LOCAL_SUPERUSER.to_owned(),
                 password: None,
                 acquired_in: Duration::ZERO,
-                kind: Kind::Local { cluster, bindir },
+                kind: Kind::Local(cluster),
             }
         }
         ServerSource::Docker => {
@@ -218,7 +221,7 @@ impl Server {
     pub fn connections_max(&self) -> Option<u32> {
         match self.kind {
             Kind::Url => None,
-            Kind::Local { .. } | Kind::Docker(_) => Some(SERVER_CONNECTIONS_MAX),
+            Kind::Local(_) | Kind::Docker(_) => Some(SERVER_CONNECTIONS_MAX),
         }
     }
 
@@ -226,7 +229,7 @@ impl Server {
     /// the process exits; `None` for other sources.
     pub fn local_dir(&self) -> Option<&Path> {
         match &self.kind {
-            Kind::Local { cluster, .. } => Some(&cluster.dir),
+            Kind::Local(cluster) => Some(&cluster.dir),
             _ => None,
         }
     }
@@ -235,8 +238,41 @@ impl Server {
     /// oddly; `None` for other sources.
     pub fn log_file(&self) -> Option<&Path> {
         match &self.kind {
-            Kind::Local { cluster, .. } => Some(&cluster.log_file),
+            Kind::Local(cluster) => Some(&cluster.log_file),
             _ => None,
+        }
+    }
+
+    /// Whether [`restart_immediate`](Self::restart_immediate) can work: only
+    /// on the throwaway local cluster.
+    pub fn can_restart(&self) -> bool {
+        matches!(self.kind, Kind::Local(_))
+    }
+
+    /// Restarts the server as after a crash: `pg_ctl stop -m immediate`
+    /// (every session of every test of this process ends at once, nothing is
+    /// checkpointed), then a start on the same port and data folder, waiting
+    /// until it accepts connections again (crash recovery included). As
+    /// root, `pg_ctl` runs as the `postgres` user. Blocks the calling thread
+    /// for about a second; from async code call it through
+    /// `tokio::task::spawn_blocking`.
+    ///
+    /// With `fsync=off` (this server's setting) recovery from a real machine
+    /// crash would lose data, but an immediate shutdown keeps the operating
+    /// system's page cache, so what was committed survives it. For a cluster
+    /// of its own with `fsync=on`, see [`LocalCluster`](crate::LocalCluster).
+    ///
+    /// # Errors
+    ///
+    /// [`ProvisionError::RestartUnsupported`] for a server given by URL or
+    /// run by Docker (see [`can_restart`](Self::can_restart)); otherwise
+    /// why `pg_ctl` failed or timed out.
+    pub fn restart_immediate(&self) -> Result<(), ProvisionError> {
+        match &self.kind {
+            Kind::Local(cluster) => cluster.restart_immediate(),
+            Kind::Url | Kind::Docker(_) => Err(ProvisionError::RestartUnsupported {
+                source_kind: self.source,
+            }),
         }
     }
 
@@ -249,10 +285,10 @@ impl Server {
     fn describe(&self) -> String {
         let origin = match &self.kind {
             Kind::Url => format!("named by {DATABASE_URL_VAR}"),
-            Kind::Local { cluster, bindir } => format!(
+            Kind::Local(cluster) => format!(
                 "throwaway cluster from {} in {} (log {}), started in {:.2} s, \
                  max_connections={SERVER_CONNECTIONS_MAX}, removed when this process exits",
-                bindir.display(),
+                cluster.bindir.display(),
                 cluster.dir.display(),
                 cluster.log_file.display(),
                 cluster.startup.as_secs_f64(),
