@@ -178,10 +178,12 @@ async fn resolve_serializes_on_the_action_lock_in_the_projects_key_space() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn counter_held_past_the_last_attempts_wait_is_waited_out_not_unavailable() {
-    // spec: ROUTE-6, ROUTE-7
-    // The last choosing attempt waits at most ROUTE_LOCK_WAIT_MS for the
-    // replica row; that bound must not reach the counter locks after it.
+async fn resolve_waiting_for_a_stalled_counter_holds_no_replica_row() {
+    // spec: LOCK-1, LOCK-3, ROUTE-6
+    // One stalled holder of a tenant's counter must not spread: the resolve
+    // that needs the counter waits for it holding no replica row, so
+    // heartbeats and settlements on the replicas it would pick go on, and
+    // past ROUTE_LOCK_WAIT_MS it answers NoCapacity, never Unavailable.
     let fx = PgFixture::new().await;
     let (registry, _clock) = fx.registry_at_zero().await;
     publish_fleet(
@@ -195,16 +197,6 @@ async fn counter_held_past_the_last_attempts_wait_is_waited_out_not_unavailable(
     let mut admin = fx.admin_conn().await;
     bulk_replicas(&mut admin, "t0-i0", 1, 4, 60_000).await;
 
-    // One session holds the only replica row, another the tenant counter.
-    let mut replica_holder = PgConnection::connect_with(&fx.admin).await.unwrap();
-    sqlx::query("BEGIN")
-        .execute(&mut replica_holder)
-        .await
-        .unwrap();
-    sqlx::query("SELECT 1 FROM connreg.replicas WHERE replica_id = 't0-i0-r0' FOR UPDATE")
-        .execute(&mut replica_holder)
-        .await
-        .unwrap();
     let mut counter_holder = PgConnection::connect_with(&fx.admin).await.unwrap();
     sqlx::query("BEGIN")
         .execute(&mut counter_holder)
@@ -219,9 +211,6 @@ async fn counter_held_past_the_last_attempts_wait_is_waited_out_not_unavailable(
         let registry = registry.clone();
         tokio::spawn(async move { registry.route_resolve(request("slow", "t0")).await })
     };
-    // The resolve reaches its last, waiting attempt (a lock wait, not the
-    // backoff's sleep) and gets the replica row once it is free; then it
-    // waits for the counter, longer than ROUTE_LOCK_WAIT_MS.
     let mut waiting = false;
     for _ in 0..100 {
         waiting = sqlx::query_scalar(
@@ -237,21 +226,29 @@ async fn counter_held_past_the_last_attempts_wait_is_waited_out_not_unavailable(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(waiting, "the resolve never waited for the replica row");
-    sqlx::query("COMMIT")
-        .execute(&mut replica_holder)
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(
-        u64::from(connreg::postgres::ROUTE_LOCK_WAIT_MS) + 500,
-    ))
+    assert!(waiting, "the resolve never waited for the counter");
+    // The replica it would pick is free meanwhile: a heartbeat's lock is
+    // granted at once.
+    let mut other = PgConnection::connect_with(&fx.admin).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut other).await.unwrap();
+    let free = sqlx::query(
+        "SELECT 1 FROM connreg.replicas WHERE replica_id = 't0-i0-r0' FOR UPDATE NOWAIT",
+    )
+    .execute(&mut other)
     .await;
-    assert!(!resolving.is_finished(), "gave up on the counter lock");
+    assert!(
+        free.is_ok(),
+        "the waiting resolve holds the replica row: {free:?}"
+    );
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+
+    let answer = resolving.await.unwrap();
+    assert_eq!(answer.map(|r| r.kind), Err(Error::NoCapacity));
     sqlx::query("COMMIT")
         .execute(&mut counter_holder)
         .await
         .unwrap();
-    let resolved = resolving.await.unwrap().unwrap();
+    let resolved = registry.route_resolve(request("slow", "t0")).await.unwrap();
     assert_eq!(resolved.kind, ResolveKind::Created);
 }
 
@@ -285,7 +282,7 @@ async fn last_attempts_wait_leaves_the_callers_lock_timeout_as_it_was() {
         let resolving = tokio::spawn(async move {
             let got: (String,) = sqlx::query_as(
                 "SELECT outcome FROM connreg.route_resolve($1, 't0', $2, 0, $3, true, 'eu',
-                     'eu-1', 1, 1, 2, 2, 1, 1, $4, 16)",
+                     'eu-1', 1, 1, 2, 2, 1, 1, $4, 16, false)",
             )
             .bind(action)
             .bind(postgres_common::CAPABILITY)

@@ -20,6 +20,7 @@ use super::codec::{col, id, to_i64, u64_of};
 use super::data::Data;
 use super::error::db;
 use super::locks;
+use super::tx;
 use crate::catalog::{CatalogPage, CatalogQuery, PlannedQuery, Reader};
 use crate::error::{Error, Result};
 use crate::limits::TENANT_CAPABILITY_BINDINGS_MAX;
@@ -83,45 +84,45 @@ impl Data {
     /// CAT-4..CAT-10.
     pub(crate) async fn catalog_page(&self, query: CatalogQuery) -> Result<CatalogPage> {
         let planned = PlannedQuery::plan(&query)?;
-        let mut tx = self.pool.begin().await.map_err(db)?;
-        locks::catalog_shared(&mut tx).await?;
-        let revision = revision(&mut tx).await?;
-        planned.check_revision(revision)?;
-        let (tenant, include_unbound) = match &planned.reader {
-            // CAT-7: neither a tenant nor the internal permission: nothing.
-            Reader::Anonymous => {
-                tx.commit().await.map_err(db)?;
-                return Ok(planned.paginate(revision, std::iter::empty()));
-            }
-            Reader::Tenant(t) => (Some(t.as_str()), false),
-            Reader::Internal { include_unbound } => (None, *include_unbound),
-        };
-        let rows = sqlx::query(PAGE)
-            .bind(tenant)
-            .bind(planned.after_capability().map(|c| c.as_str()))
-            .bind(planned.capability.as_ref().map(|c| c.as_str()))
-            .bind(planned.search.as_deref())
-            .bind(planned.profile.as_ref().map(|p| p.as_str()))
-            .bind(include_unbound)
-            .bind(i64::from(planned.page_items) + 1)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db)?;
-        tx.commit().await.map_err(db)?;
-        let definitions = rows
-            .iter()
-            .map(definition)
-            .collect::<Result<Vec<CapabilityDefinition>>>()?;
-        Ok(planned.paginate(revision, definitions))
+        tx::read(&self.pool, async |tx: &mut PgConnection| {
+            locks::catalog_shared(&mut *tx).await?;
+            let revision = revision(&mut *tx).await?;
+            planned.check_revision(revision)?;
+            let (tenant, include_unbound) = match &planned.reader {
+                // CAT-7: neither a tenant nor the internal permission: nothing.
+                Reader::Anonymous => {
+                    return Ok(planned.paginate(revision, std::iter::empty()));
+                }
+                Reader::Tenant(t) => (Some(t.as_str()), false),
+                Reader::Internal { include_unbound } => (None, *include_unbound),
+            };
+            let rows = sqlx::query(PAGE)
+                .bind(tenant)
+                .bind(planned.after_capability().map(|c| c.as_str()))
+                .bind(planned.capability.as_ref().map(|c| c.as_str()))
+                .bind(planned.search.as_deref())
+                .bind(planned.profile.as_ref().map(|p| p.as_str()))
+                .bind(include_unbound)
+                .bind(i64::from(planned.page_items) + 1)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db)?;
+            let definitions = rows
+                .iter()
+                .map(definition)
+                .collect::<Result<Vec<CapabilityDefinition>>>()?;
+            Ok(planned.paginate(revision, definitions))
+        })
+        .await
     }
 
     /// The current revision, read under the shared lock.
     pub(crate) async fn catalog_revision(&self) -> Result<Revision> {
-        let mut tx = self.pool.begin().await.map_err(db)?;
-        locks::catalog_shared(&mut tx).await?;
-        let revision = revision(&mut tx).await?;
-        tx.commit().await.map_err(db)?;
-        Ok(revision)
+        tx::read(&self.pool, async |tx: &mut PgConnection| {
+            locks::catalog_shared(&mut *tx).await?;
+            revision(&mut *tx).await
+        })
+        .await
     }
 }
 
@@ -146,22 +147,23 @@ fn definition(row: &PgRow) -> Result<CapabilityDefinition> {
 /// revision is exactly one above the old.
 pub(crate) async fn publish(control: &PgPool, publication: Publication) -> Result<Revision> {
     publication.validate_shape()?;
-    let mut tx = control.begin().await.map_err(db)?;
-    locks::catalog_exclusive(&mut tx).await?;
-    for change in &publication.changes {
-        apply(&mut tx, change).await?;
-    }
-    for change in &publication.changes {
-        check_references(&mut tx, change).await?;
-    }
-    let v: i64 = sqlx::query_scalar(
-        "UPDATE connreg.catalog_state SET revision = revision + 1 RETURNING revision",
-    )
-    .fetch_one(&mut *tx)
+    tx::transaction(control, async |tx: &mut PgConnection| {
+        locks::catalog_exclusive(&mut *tx).await?;
+        for change in &publication.changes {
+            apply(&mut *tx, change).await?;
+        }
+        for change in &publication.changes {
+            check_references(&mut *tx, change).await?;
+        }
+        let v: i64 = sqlx::query_scalar(
+            "UPDATE connreg.catalog_state SET revision = revision + 1 RETURNING revision",
+        )
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db)?;
+        Ok(Revision(u64_of("revision", v)?))
+    })
     .await
-    .map_err(db)?;
-    tx.commit().await.map_err(db)?;
-    Ok(Revision(u64_of("revision", v)?))
 }
 
 async fn apply(tx: &mut PgConnection, change: &Change) -> Result<()> {

@@ -88,6 +88,7 @@
 
 mod catalog;
 mod codec;
+mod commit;
 mod config;
 mod data;
 mod error;
@@ -99,7 +100,9 @@ mod setup;
 mod status;
 #[cfg(feature = "postgres-testing")]
 pub mod testing;
+mod tx;
 
+pub use commit::observe_commit;
 pub use config::{PgOptions, PoolOptions};
 pub use error::StartError;
 pub use locks::{

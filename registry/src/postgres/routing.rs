@@ -1,31 +1,47 @@
 //! Route resolution, lookup and settlement (ROUTE, PIN, SETTLE).
 //!
-//! A resolve is one call of `connreg.route_resolve` (migration 0004, as
-//! replaced by 0005): one round trip and one transaction holding the
-//! action's advisory lock and the catalog's shared lock, the existing-route
-//! check, the replica choice under `FOR UPDATE SKIP LOCKED` with a bounded
-//! retry, the pinned re-reservation, the scope and replica reservation, the
-//! fence and the insert. Migration 0004 documents the choice in full. This
+//! A resolve is one call of `connreg.route_resolve` (migration 0007, which
+//! replaced the function of 0004..0006): one round trip and one transaction
+//! holding the action's advisory lock and the catalog's shared lock, the
+//! existing-route check, the pinned re-reservation, the replica choice with
+//! a bounded retry, the scope and replica reservation, the fence and the
+//! insert. Migrations 0004 and 0007 document the choice in full. This
 //! module binds its inputs (the injected clock's time, the lock keys, the
 //! bounds below) and maps its outcome; settlement runs here as a short
-//! transaction.
+//! transaction ([`tx::transaction`]: committed, or rolled back and the
+//! rollback awaited, on every path).
 //!
-//! # Lock order
+//! # Lock order (LOCK-1)
 //!
-//! Every transaction of this backend takes its locks in one order, so none
-//! can wait in a cycle: the action's advisory lock; the catalog's shared
-//! advisory lock (resolve only); replica rows; assignment rows; admission
-//! counter rows, several at once always sorted by scope id. Lease
-//! maintenance, which takes no action lock, locks replicas first too, and
-//! only then the assignments on them and the counters.
+//! One global order, for every transaction of this backend:
+//!
+//! 1. the action's advisory lock (resolve, settle);
+//! 2. the catalog's advisory lock (shared for resolves and reads,
+//!    exclusive for publications);
+//! 3. replica rows;
+//! 4. admission counter rows, several at once always in scope order;
+//! 5. assignment rows.
+//!
+//! A transaction waits for a lock only while every row lock it holds comes
+//! earlier in the order, so no two can wait for each other in a cycle. The
+//! resolve takes a chosen binding's counters before its replica row (it
+//! waits for counters holding no row, so a stalled counter holder never
+//! pins replica rows), and takes that replica without waiting (SKIP LOCKED
+//! or NOWAIT), so it never waits against the order; a candidate it
+//! abandons is rolled back whole, counters and replica together. Lease
+//! maintenance takes assignment rows before counters: every other writer of
+//! an assignment row holds that row's replica first, which maintenance
+//! holds. Every lock wait of a resolve is bounded by [`ROUTE_LOCK_WAIT_MS`].
 
 use sqlx::PgConnection;
 use sqlx::postgres::PgRow;
 
 use super::codec::{col, ms, route, route_columns, u32_of};
+use super::commit;
 use super::data::Data;
 use super::error::db;
 use super::locks;
+use super::tx;
 use crate::error::{Error, Result};
 use crate::id::{ActionId, TenantId};
 use crate::limits::{ROUTE_LOCK_ATTEMPTS_MAX, TENANT_CAPABILITY_BINDINGS_MAX};
@@ -51,9 +67,9 @@ const _: () = assert!(
 const _: () = assert!(ROUTE_LOCK_ATTEMPTS_MAX <= i32::MAX as u32);
 const _: () = assert!(TENANT_CAPABILITY_BINDINGS_MAX <= i32::MAX as usize);
 
-/// The whole resolve, one call (migrations 0004, 0005 and 0006).
+/// The whole resolve, one call (migration 0007).
 const RESOLVE: &str = "SELECT * FROM connreg.route_resolve(
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)";
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
 
 /// Locks the counters of `$1` in scope order and reads their room.
 const LOCK_COUNTERS: &str = "SELECT c.scope_id, c.in_use < s.scope_limit AS room
@@ -96,7 +112,11 @@ impl Data {
     /// ROUTE-2..ROUTE-7, PIN-2..PIN-4.
     pub(crate) async fn route_resolve(&self, request: RouteRequest) -> Result<Resolved> {
         let row = self.resolve_on(&self.pool, &request).await?;
-        resolved(&row)
+        let answer = resolved(&row)?;
+        if let Some(seq) = col::<Option<i64>>(&row, "commit_seq")? {
+            commit::record(seq);
+        }
+        Ok(answer)
     }
 
     /// Validates `request` (ROUTE-2 first) and runs the resolve function on
@@ -131,6 +151,7 @@ impl Data {
             .bind(ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT as i32)
             .bind(ROUTE_LOCK_WAIT_MS as i32)
             .bind(TENANT_CAPABILITY_BINDINGS_MAX as i32)
+            .bind(commit::observed())
             .fetch_one(executor)
             .await
             .map_err(db)
@@ -143,17 +164,17 @@ impl Data {
         &self,
         request: &RouteRequest,
     ) -> Result<ReplicaReads> {
-        let mut tx = self.pool.begin().await.map_err(db)?;
-        let before = replica_reads(&mut tx).await?;
-        let row = self.resolve_on(&mut *tx, request).await?;
-        let after = replica_reads(&mut tx).await?;
-        let outcome: String = col(&row, "outcome")?;
-        tx.rollback().await.map_err(db)?;
-        Ok(ReplicaReads {
-            outcome,
-            rows: after.rows - before.rows,
-            scans: after.scans - before.scans,
+        tx::rolled_back(&self.pool, async |tx: &mut PgConnection| {
+            let before = replica_reads(&mut *tx).await?;
+            let row = self.resolve_on(&mut *tx, request).await?;
+            let after = replica_reads(&mut *tx).await?;
+            Ok(ReplicaReads {
+                outcome: col(&row, "outcome")?,
+                rows: after.rows - before.rows,
+                scans: after.scans - before.scans,
+            })
         })
+        .await
     }
 
     /// PIN-5, PIN-6: the action's route, only for its own tenant.
@@ -173,9 +194,17 @@ impl Data {
 
     /// SETTLE-1..SETTLE-5.
     pub(crate) async fn route_settle(&self, params: SettleParams) -> Result<Settled> {
+        tx::transaction(&self.pool, async |tx: &mut PgConnection| {
+            self.settle_in(tx, &params).await
+        })
+        .await
+    }
+
+    /// The settlement inside its transaction. Lock order: the action lock,
+    /// the replica row, the counters in scope order, the route's row.
+    async fn settle_in(&self, tx: &mut PgConnection, params: &SettleParams) -> Result<Settled> {
         let given = &params.assignment;
-        let mut tx = self.pool.begin().await.map_err(db)?;
-        locks::action(&mut tx, given.identity.action.as_str()).await?;
+        locks::action(&mut *tx, given.identity.action.as_str()).await?;
         let replica = sqlx::query(LOCK_SETTLED_REPLICA)
             .bind(given.destination.replica.as_str())
             .fetch_optional(&mut *tx)
@@ -195,7 +224,6 @@ impl Data {
         }
         if !stored.reserved {
             // SETTLE-4: already released; nothing changes.
-            tx.commit().await.map_err(db)?;
             return Ok(Settled { released: false });
         }
         let Some(replica) = replica else {
@@ -233,7 +261,6 @@ impl Data {
             .execute(&mut *tx)
             .await
             .map_err(db)?;
-        tx.commit().await.map_err(db)?;
         Ok(Settled { released: true })
     }
 }

@@ -26,7 +26,7 @@ pub const SCHEMA: &str = "connreg";
 
 /// The schema version this build serves: the number of the last migration,
 /// which records it in `connreg.schema_version`.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// The migrations, embedded at build time.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");

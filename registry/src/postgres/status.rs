@@ -4,10 +4,12 @@ use super::catalog::parse_scope_kind;
 use super::codec::{col, id, replica, replica_columns, route, route_columns, u32_of, u64_of};
 use super::data::Data;
 use super::error::{corrupt, db};
+use super::tx;
 use crate::error::{Error, Result};
 use crate::inspect::{INSPECT_ROWS_MAX, ScopeUsage, StoreSnapshot};
 use crate::records::{AdmissionScope, Revision};
 use crate::request::StatusReport;
+use sqlx::PgConnection;
 
 /// One statement, so one snapshot: the counts agree with each other.
 const STATUS: &str = "SELECT
@@ -45,37 +47,37 @@ impl Data {
 
     /// Every replica, scope and route, from one snapshot.
     pub(crate) async fn inspect(&self) -> Result<StoreSnapshot> {
-        let mut tx = self.pool.begin().await.map_err(db)?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
+        tx::read(&self.pool, async |tx: &mut PgConnection| {
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .execute(&mut *tx)
+                .await
+                .map_err(db)?;
+            let rows: i64 = sqlx::query_scalar(COUNT_ROWS)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db)?;
+            if rows > INSPECT_ROWS_MAX as i64 {
+                return Err(Error::LimitExceeded {
+                    what: "inspected rows",
+                    max: INSPECT_ROWS_MAX as u64,
+                });
+            }
+            let revision: i64 = sqlx::query_scalar("SELECT revision FROM connreg.catalog_state")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db)?;
+            let replicas = sqlx::query(concat!(
+                "SELECT ",
+                replica_columns!(),
+                " FROM connreg.replicas r ORDER BY r.replica_id"
+            ))
+            .fetch_all(&mut *tx)
             .await
-            .map_err(db)?;
-        let rows: i64 = sqlx::query_scalar(COUNT_ROWS)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db)?;
-        if rows > INSPECT_ROWS_MAX as i64 {
-            return Err(Error::LimitExceeded {
-                what: "inspected rows",
-                max: INSPECT_ROWS_MAX as u64,
-            });
-        }
-        let revision: i64 = sqlx::query_scalar("SELECT revision FROM connreg.catalog_state")
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db)?;
-        let replicas = sqlx::query(concat!(
-            "SELECT ",
-            replica_columns!(),
-            " FROM connreg.replicas r ORDER BY r.replica_id"
-        ))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db)?
-        .iter()
-        .map(replica)
-        .collect::<Result<Vec<_>>>()?;
-        let scopes = sqlx::query(
+            .map_err(db)?
+            .iter()
+            .map(replica)
+            .collect::<Result<Vec<_>>>()?;
+            let scopes = sqlx::query(
             "SELECT s.scope_id, s.tenant_id, s.kind, s.scope_limit, COALESCE(c.in_use, 0) AS in_use
              FROM connreg.admission_scopes s
              LEFT JOIN connreg.admission_counters c ON c.scope_id = s.scope_id
@@ -98,23 +100,24 @@ impl Data {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-        let routes = sqlx::query(concat!(
-            "SELECT ",
-            route_columns!(),
-            " FROM connreg.assignments a ORDER BY a.action_id"
-        ))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(db)?
-        .iter()
-        .map(route)
-        .collect::<Result<Vec<_>>>()?;
-        tx.commit().await.map_err(db)?;
-        Ok(StoreSnapshot {
-            revision: Revision(u64_of("revision", revision)?),
-            replicas,
-            scopes,
-            routes,
+            let routes = sqlx::query(concat!(
+                "SELECT ",
+                route_columns!(),
+                " FROM connreg.assignments a ORDER BY a.action_id"
+            ))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db)?
+            .iter()
+            .map(route)
+            .collect::<Result<Vec<_>>>()?;
+            Ok(StoreSnapshot {
+                revision: Revision(u64_of("revision", revision)?),
+                replicas,
+                scopes,
+                routes,
+            })
         })
+        .await
     }
 }

@@ -1,0 +1,228 @@
+//! Goal: the resolve, the settlement and the other writers of this backend
+//! cannot wait for each other in a cycle (LOCK-1), replayed step by step
+//! with sessions that hold rows at chosen moments.
+//!
+//! The layout: binding B1 (priority 1, scopes s-b1 with limit 1 and
+//! s-tenant, one replica R1) and binding B2 (priority 2, scopes s-b2 and
+//! s-tenant, replicas R2 and R3); action x is reserved on R3. Scope ids sort
+//! as s-b1 < s-b2 < s-tenant, the order counters are locked in.
+#![cfg(feature = "postgres")]
+
+mod postgres_common;
+
+use std::time::Duration;
+
+use connreg::contracts::{CatalogAdmin, ReplicaLifecycle, Routing};
+use connreg::postgres::PgRegistry;
+use connreg::{
+    AdmissionScope, Binding, Change, Instance, ManualClock, Outcome, Publication, RegisterParams,
+    ReplicaSpec, ResolveKind, RouteAssignment, ScopeKind, SettleParams, Settled, Timestamp,
+};
+use postgres_common::{CLASS, PgFixture, VERSION, fleet_publication, opaque, request};
+use sqlx::PgConnection;
+
+fn scope(id: &str, limit: u32) -> Change {
+    Change::UpsertScope(AdmissionScope {
+        id: id.try_into().unwrap(),
+        tenant: "t0".try_into().unwrap(),
+        kind: ScopeKind::Binding,
+        limit,
+    })
+}
+
+fn instance(id: &str) -> Change {
+    Change::UpsertInstance(Instance {
+        id: id.try_into().unwrap(),
+        tenant: "t0".try_into().unwrap(),
+        version: VERSION.try_into().unwrap(),
+        config: opaque("config"),
+        secret_provider: opaque("vault:kv/crm"),
+        enabled: true,
+    })
+}
+
+fn binding(id: &str, instance: &str, priority: u32, scopes: [&str; 2]) -> Change {
+    Change::UpsertBinding(Binding {
+        id: id.try_into().unwrap(),
+        tenant: "t0".try_into().unwrap(),
+        capability: postgres_common::CAPABILITY.try_into().unwrap(),
+        instance: instance.try_into().unwrap(),
+        priority,
+        policy_revision: 1,
+        credential: opaque("credential"),
+        quota_policy: None,
+        admission_scopes: scopes.iter().map(|s| (*s).try_into().unwrap()).collect(),
+        enabled: true,
+    })
+}
+
+fn register(id: &str, instance: &str, health_seq: u64) -> RegisterParams {
+    RegisterParams {
+        spec: ReplicaSpec {
+            id: id.try_into().unwrap(),
+            instance: instance.try_into().unwrap(),
+            version: VERSION.try_into().unwrap(),
+            endpoint: format!("https://{id}"),
+            peer_identity: format!("spiffe://{id}"),
+            region: "eu".try_into().unwrap(),
+            zone: "eu-1".try_into().unwrap(),
+            capacity_class: CLASS.try_into().unwrap(),
+            capacity: 2,
+        },
+        health_seq,
+        lease_ttl_ms: 600_000,
+    }
+}
+
+/// The layout above, with x reserved on R3.
+async fn layout(fx: &PgFixture) -> (PgRegistry, RouteAssignment) {
+    let registry = fx.registry(ManualClock::new(Timestamp(0))).await;
+    // The fixture's type, definition and version, without its bindings.
+    let mut changes: Vec<Change> = fleet_publication(&postgres_common::FleetOptions {
+        tenants: 0,
+        ..Default::default()
+    })
+    .changes;
+    changes.extend([
+        scope("s-b1", 1),
+        scope("s-b2", 100),
+        scope("s-tenant", 100),
+        instance("i1"),
+        instance("i2"),
+        binding("b1", "i1", 1, ["s-b1", "s-tenant"]),
+        binding("b2", "i2", 2, ["s-b2", "s-tenant"]),
+    ]);
+    registry
+        .catalog_publish(Publication { changes })
+        .await
+        .expect("the layout publishes");
+    for (id, instance) in [("r1", "i1"), ("r2", "i2"), ("r3", "i2")] {
+        registry
+            .replica_register(register(id, instance, 1))
+            .await
+            .unwrap();
+    }
+    // x goes to R3: R1 and R2 drained while it is decided, then back.
+    registry
+        .replica_drain("r1".try_into().unwrap())
+        .await
+        .unwrap();
+    registry
+        .replica_drain("r2".try_into().unwrap())
+        .await
+        .unwrap();
+    let x = registry.route_resolve(request("x", "t0")).await.unwrap();
+    assert_eq!(x.assignment.destination.replica.as_str(), "r3");
+    registry
+        .replica_register(register("r1", "i1", 2))
+        .await
+        .unwrap();
+    registry
+        .replica_register(register("r2", "i2", 2))
+        .await
+        .unwrap();
+    (registry, x.assignment)
+}
+
+/// A session of the superuser with an open transaction.
+async fn session(fx: &PgFixture) -> PgConnection {
+    let mut conn = fx.admin_conn().await;
+    sqlx::query("BEGIN").execute(&mut conn).await.unwrap();
+    conn
+}
+
+async fn commit(mut conn: PgConnection) {
+    sqlx::query("COMMIT").execute(&mut conn).await.unwrap();
+}
+
+/// Waits until `n` sessions of the registry's data pool wait for a lock.
+async fn until_waiting(admin: &mut PgConnection, n: i64) {
+    for _ in 0..500 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND application_name = 'connreg-data'
+                AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut *admin)
+        .await
+        .unwrap();
+        if waiting >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{n} registry sessions never waited for a lock together");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn abandoned_binding_releases_its_locks_so_no_settle_deadlocks() {
+    // spec: LOCK-1, LOCK-2, SETTLE-3, ROUTE-6
+    let fx = PgFixture::new().await;
+    let (registry, x) = layout(&fx).await;
+    let mut admin = fx.admin_conn().await;
+
+    // W holds s-b2, X takes s-b1's last unit, Y holds R2.
+    let mut w = session(&fx).await;
+    sqlx::query("SELECT 1 FROM connreg.admission_counters WHERE scope_id = 's-b2' FOR UPDATE")
+        .execute(&mut w)
+        .await
+        .unwrap();
+    let mut x_session = session(&fx).await;
+    sqlx::query(
+        "UPDATE connreg.admission_counters SET in_use = in_use + 1 WHERE scope_id = 's-b1'",
+    )
+    .execute(&mut x_session)
+    .await
+    .unwrap();
+    let mut y = session(&fx).await;
+    sqlx::query("SELECT 1 FROM connreg.replicas WHERE replica_id = 'r2' FOR UPDATE")
+        .execute(&mut y)
+        .await
+        .unwrap();
+
+    // The settlement of x: action lock, R3, then waits for s-b2.
+    let settling = {
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            registry
+                .route_settle(SettleParams {
+                    assignment: x,
+                    outcome: Outcome::Completed,
+                })
+                .await
+        })
+    };
+    until_waiting(&mut admin, 1).await;
+    // A new action: B1 is best; it waits for s-b1.
+    let resolving = {
+        let registry = registry.clone();
+        tokio::spawn(async move { registry.route_resolve(request("n", "t0")).await })
+    };
+    until_waiting(&mut admin, 2).await;
+    // X commits: B1 has no room left; the resolve moves on to B2.
+    commit(x_session).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // W commits: the settlement gets s-b2 and goes on to s-tenant.
+    commit(w).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Y commits: R2 is free again.
+    commit(y).await;
+
+    let settled = settling.await.unwrap();
+    let resolved = resolving.await.unwrap();
+    assert_eq!(
+        settled,
+        Ok(Settled { released: true }),
+        "the settlement of x"
+    );
+    let resolved = resolved.expect("the new action is routed through B2");
+    assert_eq!(resolved.kind, ResolveKind::Created);
+    assert_eq!(resolved.assignment.destination.binding.as_str(), "b2");
+    let deadlocks: i64 = sqlx::query_scalar(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(deadlocks, 0, "PostgreSQL broke a lock cycle");
+}
