@@ -9,15 +9,23 @@
 //! result and error kind, every counter, state and circuit. It does not
 //! predict fence values, only that they are fresh.
 //!
+//! Runs are reproducible: [`run`] first replays the checked-in
+//! [`regressions`], then draws [`config`]'s cases from a fixed seed
+//! ([`SEED_DEFAULT`]) unless `CONNREG_MODEL_SEED` names another seed or asks
+//! for a `random` one. `docs/TESTING.md` gives the CI and nightly commands
+//! and how a failure becomes a regression.
+//!
 //! [`StateMachineTest`] is synchronous and has no `self`; the backend's
 //! [`Harness`] and a current-thread runtime reach it through a
 //! thread-local that [`run_with`] sets for the duration of the run.
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::hash::{BuildHasher, RandomState};
 use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 
 use connreg::contracts::{ReplicaLifecycle, Routing};
@@ -32,9 +40,29 @@ use proptest_state_machine::{ReferenceStateMachine, StateMachineTest};
 use crate::fixture::{self, FleetOptions, Setup};
 use crate::{Harness, check};
 
+mod regressions;
+
 /// Cases per run unless `PROPTEST_CASES` says otherwise: modest, so the
 /// PostgreSQL backend runs it quickly too.
 pub const CASES_DEFAULT: u32 = 32;
+
+/// The seed of every run unless `CONNREG_MODEL_SEED` (or proptest's own
+/// `PROPTEST_RNG_SEED`) says otherwise, so CI draws the same cases every
+/// time and a red build is a change, not luck. Changing it swaps every
+/// case CI runs: do it on purpose, with a green run on both backends.
+pub const SEED_DEFAULT: u64 = 1_618_033_988;
+
+/// The environment variable that picks the seed: unset for
+/// [`SEED_DEFAULT`], `random` for a fresh one from the operating system,
+/// or a `u64` to replay a run.
+pub const SEED_VAR: &str = "CONNREG_MODEL_SEED";
+
+/// The `max` of every maintenance call: above the model's fleet (checked
+/// when a run starts), so one call can take every expired replica and the
+/// model predicts the whole batch.
+pub const MAINTAIN_BATCH_MAX: u32 = 100;
+
+const _: () = assert!(MAINTAIN_BATCH_MAX <= connreg::limits::LEASE_MAINTENANCE_BATCH_MAX);
 
 /// Most transitions in one case.
 pub const TRANSITIONS_MAX: usize = 30;
@@ -282,7 +310,8 @@ pub enum Step {
     Register(usize, u64),
     /// Advance the clock.
     Advance(u64),
-    /// Maintain with a batch larger than the fleet.
+    /// Maintain with a batch of [`MAINTAIN_BATCH_MAX`], larger than the
+    /// fleet.
     Maintain,
     /// Close a circuit.
     CircuitClose(usize),
@@ -578,6 +607,13 @@ impl ModelState {
                 (Step::Advance(ms), Expect::Nothing)
             }
             Transition::Maintain => {
+                // spec: LEASE-2
+                // The model's calls are sequential: when maintenance runs,
+                // no other transaction holds a replica, so one call must
+                // take every expired replica, up to its batch bound
+                // (MAINTAIN_BATCH_MAX, above the fleet). Skipping a locked
+                // replica is only for concurrent holders, and `more`
+                // reports those; here `more` must be false.
                 let expired: BTreeSet<usize> = self
                     .replicas
                     .iter()
@@ -937,17 +973,27 @@ impl<H: Harness> Sut<H> {
             }
             Step::Advance(ms) => self.setup.clock.advance_ms(*ms),
             Step::Maintain => {
-                let result =
-                    self.block_on(self.setup.store.lease_maintain(MaintainParams { max: 100 }));
+                // spec: LEASE-2
+                // Nothing else holds a replica in a sequential run, so a
+                // backend that skips locked replicas (FOR UPDATE SKIP
+                // LOCKED) still takes every expired one in this call; one
+                // left for `more` means a lock outlived the call that took
+                // it.
+                let result = self.block_on(self.setup.store.lease_maintain(MaintainParams {
+                    max: MAINTAIN_BATCH_MAX,
+                }));
                 match (&result, expect) {
                     (Ok(m), Expect::Maintained(expired, released)) => {
                         let got: BTreeSet<&ReplicaId> = m.expired.iter().collect();
                         let want: BTreeSet<&ReplicaId> =
                             expired.iter().map(|i| &state.replicas[*i].id).collect();
-                        assert_eq!(got, want, "{step:?}");
+                        assert_eq!(got, want, "{step:?}: every expired replica, no other");
                         assert_eq!(m.expired.len(), want.len(), "{step:?}: each once");
                         assert_eq!(m.released, *released, "{step:?}");
-                        assert!(!m.more, "{step:?}");
+                        assert!(
+                            !m.more,
+                            "{step:?}: nothing left over (no replica is held in a sequential run)"
+                        );
                     }
                     other => panic!("{step:?}: {other:?}"),
                 }
@@ -1100,16 +1146,132 @@ impl<H: Harness> StateMachineTest for ModelTest<H> {
     }
 }
 
+/// A checked-in sequence of transitions that once made a backend disagree
+/// with the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Regression {
+    /// The name a failure repeats.
+    pub name: &'static str,
+    /// The transitions, applied in order from the initial fleet.
+    pub transitions: Vec<Transition>,
+}
+
+/// The checked-in regression sequences (`conformance/src/model/regressions.rs`),
+/// which [`run_with`] replays before any random case.
+pub fn regressions() -> Vec<Regression> {
+    regressions::list()
+}
+
 /// The default configuration: [`CASES_DEFAULT`] cases unless
-/// `PROPTEST_CASES` is set, no failure files (a failure prints its shrunk
-/// sequence; `PROPTEST_RNG_SEED` replays a run).
+/// `PROPTEST_CASES` is set; the seed [`SEED_VAR`] picks, else the one
+/// `PROPTEST_RNG_SEED` gives, else [`SEED_DEFAULT`]; no failure files (the
+/// regressions are checked in as Rust: [`regressions`]).
+///
+/// # Panics
+///
+/// When [`SEED_VAR`] is set to neither `random` nor a `u64`.
 pub fn config() -> Config {
     let mut config = Config::default();
     if std::env::var_os("PROPTEST_CASES").is_none() {
         config.cases = CASES_DEFAULT;
     }
+    config.rng_seed = match std::env::var_os(SEED_VAR) {
+        Some(value) => parse_seed(&value.to_string_lossy()).unwrap_or_else(|e| panic!("{e}")),
+        // Config::default has read PROPTEST_RNG_SEED.
+        None if std::env::var_os("PROPTEST_RNG_SEED").is_some() => config.rng_seed,
+        None => RngSeed::Fixed(SEED_DEFAULT),
+    };
     config.failure_persistence = None;
     config
+}
+
+/// Reads a [`SEED_VAR`] value: `random` or a `u64`.
+fn parse_seed(value: &str) -> std::result::Result<RngSeed, String> {
+    let value = value.trim();
+    if value.eq_ignore_ascii_case("random") {
+        return Ok(RngSeed::Random);
+    }
+    value
+        .parse::<u64>()
+        .map(RngSeed::Fixed)
+        .map_err(|_| format!("{SEED_VAR} must be `random` or a u64, not {value:?}"))
+}
+
+/// A fresh seed from the operating system's random source, which keys
+/// std's `RandomState` (no extra dependency for test code).
+fn seed_from_os() -> u64 {
+    RandomState::new().hash_one(std::process::id())
+}
+
+/// The name of the running test target: Cargo names its binary
+/// `<target>-<hash>`.
+fn test_target() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|path| {
+            let stem = std::path::Path::new(&path)
+                .file_stem()?
+                .to_string_lossy()
+                .into_owned();
+            stem.rsplit_once('-').map(|(name, _)| name.to_string())
+        })
+        .unwrap_or_else(|| "<backend>".to_string())
+}
+
+/// The command that runs exactly these cases again.
+fn rerun_command(seed: u64, cases: u32) -> String {
+    format!(
+        "{SEED_VAR}={seed} PROPTEST_CASES={cases} \
+         cargo test -p connreg-conformance --test {} model -- --nocapture",
+        test_target()
+    )
+}
+
+/// The text of a panic's payload.
+fn panic_text(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_string()
+    }
+}
+
+/// Replays one regression through the steps a random case takes
+/// ([`StateMachineTest::test_sequential`]): the model's transition, the
+/// backend's step with its comparisons, and every check after it.
+fn replay<H: Harness>(regression: &Regression) -> std::result::Result<(), String> {
+    let transitions = &regression.transitions;
+    // How many transitions have started: names the one that failed.
+    let started = Cell::new(0usize);
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+        let mut state = ModelState::initial();
+        let mut sut = ModelTest::<H>::init_test(&state);
+        ModelTest::<H>::check_invariants(&sut, &state);
+        for t in transitions {
+            started.set(started.get() + 1);
+            assert!(
+                Model::preconditions(&state, t),
+                "the model does not allow this transition here: fix the regression"
+            );
+            state = Model::apply(state, t);
+            sut = ModelTest::<H>::apply(sut, &state, t.clone());
+            ModelTest::<H>::check_invariants(&sut, &state);
+        }
+        ModelTest::<H>::teardown(sut, state);
+    }));
+    outcome.map_err(|payload| {
+        let why = panic_text(payload.as_ref());
+        match started.get() {
+            0 => format!("before its first transition: {why}"),
+            n => format!(
+                "at transition {n} of {} ({:?}): {why}",
+                transitions.len(),
+                transitions[n - 1]
+            ),
+        }
+    })
 }
 
 /// Runs the model test against `harness` with [`config`].
@@ -1117,8 +1279,32 @@ pub fn run<H: Harness>(harness: H) -> std::result::Result<(), String> {
     run_with(harness, config())
 }
 
-/// Runs the model test against `harness` with a given configuration.
+/// Runs the model test against `harness` with a given configuration: every
+/// [`regressions`] sequence first, then `config.cases` random cases. A
+/// random seed is drawn here and printed, so every run names its seed.
 pub fn run_with<H: Harness>(harness: H, config: Config) -> std::result::Result<(), String> {
+    let (seed, drawn) = match config.rng_seed {
+        RngSeed::Fixed(seed) => (seed, "given"),
+        RngSeed::Random => (seed_from_os(), "random"),
+    };
+    let config = Config {
+        rng_seed: RngSeed::Fixed(seed),
+        ..config
+    };
+    let regressions = regressions();
+    eprintln!(
+        "model: checked-in regressions: {}, then random cases: {} from {drawn} seed {seed} \
+         ({SEED_VAR}={seed})",
+        regressions.len(),
+        config.cases
+    );
+    let rerun = rerun_command(seed, config.cases);
+    let fleet = ModelState::initial().replicas.len();
+    if fleet as u64 > u64::from(MAINTAIN_BATCH_MAX) {
+        return Err(format!(
+            "the model's {fleet} replicas exceed MAINTAIN_BATCH_MAX ({MAINTAIN_BATCH_MAX})"
+        ));
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -1126,6 +1312,15 @@ pub fn run_with<H: Harness>(harness: H, config: Config) -> std::result::Result<(
     let ctx: Rc<dyn Any> = Rc::new(Context { harness, runtime });
     CONTEXT.with(|c| *c.borrow_mut() = Some(ctx));
     let _guard = ContextGuard;
+    for regression in &regressions {
+        replay::<H>(regression).map_err(|e| {
+            format!(
+                "regression `{}` (conformance/src/model/regressions.rs): the backend \
+                 disagrees with the reference model {e}\nrun it again: {rerun}",
+                regression.name
+            )
+        })?;
+    }
     let mut runner = TestRunner::new(config.clone());
     let strategy = Model::sequential_strategy(1..=TRANSITIONS_MAX);
     runner
@@ -1133,7 +1328,14 @@ pub fn run_with<H: Harness>(harness: H, config: Config) -> std::result::Result<(
             ModelTest::<H>::test_sequential(config.clone(), initial, transitions, seen);
             Ok(())
         })
-        .map_err(|e| format!("the backend disagrees with the reference model: {e}"))
+        .map_err(|e| {
+            format!(
+                "the backend disagrees with the reference model (seed {seed}, {} cases): \
+                 {e}\nrun it again: {rerun}\nkeep it: add the transitions of the minimal \
+                 failing input to conformance/src/model/regressions.rs (docs/TESTING.md)",
+                config.cases
+            )
+        })
 }
 
 /// A fixed-seed configuration with `cases` cases, for reproducible runs.
