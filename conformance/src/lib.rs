@@ -26,8 +26,10 @@
 //! - [`records`], [`catalog`], [`route`], [`pin`], [`settle`], [`lease`],
 //!   [`status`]: one module per rule area (REC, CAT, ROUTE, PIN, SETTLE,
 //!   LEASE, AUTH-5).
-//! - [`race`]: concurrency tests (ROUTE-3, CAT-4, CAT-9, SETTLE-2).
-//! - [`model`]: the proptest state machine against a reference model.
+//! - [`race`]: concurrency tests (ROUTE-3, CAT-4, CAT-9, SETTLE-2), and
+//!   mixed load that must never answer `Unavailable` (LOCK-1, LOCK-2).
+//! - [`model`]: the proptest state machine against a reference model
+//!   (fixed seed, checked-in regressions first; docs/TESTING.md).
 //! - [`snapshots`]: insta snapshots of a page, a route and error texts.
 //! - [`determinism`]: the same calls twice give the same bytes (run by
 //!   the in-memory backend's own tests).
@@ -173,6 +175,7 @@ macro_rules! conformance_tests {
             racing_settlements_release_once,
             settlements_racing_retries_keep_counters_exact,
             racing_heartbeats_keep_the_highest_sequence,
+            mixed_load_over_a_full_binding_never_answers_unavailable,
         ] }
         $crate::__conformance_area! { $harness; snapshots: [
             catalog_page_matches_its_snapshot,

@@ -416,3 +416,110 @@ pub async fn racing_heartbeats_keep_the_highest_sequence<H: Harness>(harness: &H
         Timestamp(fixture::CLOCK_START_MS + 1_000 * top)
     );
 }
+
+/// Actions each racer of the mixed-load test drives, one after another.
+pub const MIXED_ACTIONS_PER_RACER: usize = 6;
+
+// spec: LOCK-1, LOCK-2, ROUTE-6, PIN-3, SETTLE-3
+/// New routes, settlements, pinned retries, heartbeats and lease
+/// maintenance racing over two bindings of one tenant that share a tenant
+/// scope, the first with a scope of its own that is nearly always full:
+/// decisions keep abandoning it for the second binding while settlements
+/// and retries lock the same replicas and counters. Every answer is one
+/// the rules allow for a healthy store (never `Unavailable`, which is kept
+/// for a store that cannot be reached), and afterwards every counter
+/// equals its live reservations.
+pub async fn mixed_load_over_a_full_binding_never_answers_unavailable<H: Harness>(harness: &H) {
+    let s = fixture::open(
+        harness,
+        FleetOptions {
+            backup_binding: true,
+            replicas_per_instance: 2,
+            replica_capacity: 64,
+            ..FleetOptions::default()
+        },
+    )
+    .await;
+    // The first binding's own scope holds two reservations at a time.
+    let mut own = s.fleet.scope("s-acme-crm");
+    own.limit = 2;
+    s.publish(vec![Change::UpsertScope(own)])
+        .await
+        .expect("the scope limit publishes");
+    let replicas: Vec<ReplicaId> = s
+        .fleet
+        .replicas_of("i-acme-crm")
+        .into_iter()
+        .chain(s.fleet.replicas_of("i-acme-crm-backup"))
+        .map(|spec| spec.id)
+        .collect();
+    let lease_ttl_ms = s.fleet.options.lease_ttl_ms;
+    for round in 0..ROUNDS {
+        let results = race(RACERS, |i| {
+            let store = s.store.clone();
+            let fleet = s.fleet.clone();
+            let replicas = replicas.clone();
+            async move {
+                let mut answers: Vec<(String, Error)> = Vec::new();
+                let mut note = |what: &str, e: Error| answers.push((what.to_string(), e));
+                if i % 8 == 7 {
+                    // Lifecycle traffic on the same replicas.
+                    for (k, replica) in replicas.iter().enumerate() {
+                        let beat = HeartbeatParams {
+                            replica: replica.clone(),
+                            health_seq: (round * RACERS + i + k) as u64 + 10,
+                            lease_ttl_ms,
+                        };
+                        if let Err(e) = store.replica_heartbeat(beat).await {
+                            note("heartbeat", e);
+                        }
+                    }
+                    if let Err(e) = store.lease_maintain(MaintainParams { max: 16 }).await {
+                        note("maintain", e);
+                    }
+                    return answers;
+                }
+                for n in 0..MIXED_ACTIONS_PER_RACER {
+                    let action_id = format!("m{round}-{i}-{n}");
+                    let request = fleet.request(&action_id, &acme(), &crm_create());
+                    let first = match store.route_resolve(request.clone()).await {
+                        Ok(r) => r.assignment,
+                        Err(Error::NoCapacity) => continue,
+                        Err(e) => {
+                            note("resolve", e);
+                            continue;
+                        }
+                    };
+                    let settle = |assignment: RouteAssignment| SettleParams {
+                        assignment,
+                        outcome: Outcome::Completed,
+                    };
+                    if let Err(e) = store.route_settle(settle(first.clone())).await {
+                        note("settle", e);
+                        continue;
+                    }
+                    if n % 2 == 0 {
+                        // A pinned retry of the released action, settled again.
+                        match store.route_resolve(request).await {
+                            Ok(again) => {
+                                if let Err(e) = store.route_settle(settle(again.assignment)).await {
+                                    note("settle after retry", e);
+                                }
+                            }
+                            Err(Error::NoCapacity | Error::ReplicaUnavailable) => {}
+                            Err(e) => note("pinned retry", e),
+                        }
+                    }
+                }
+                answers
+            }
+        })
+        .await;
+        let unexpected: Vec<(String, Error)> = results.into_iter().flatten().collect();
+        assert!(
+            unexpected.is_empty(),
+            "round {round}: answers a healthy store never gives: {unexpected:?}"
+        );
+        check::assert_clean(&check::all(&s.inspect().await), "after the mixed load");
+    }
+}
