@@ -459,6 +459,32 @@ REVOKE ALL ON FUNCTION connreg.route_resolve(text, text, text, bigint, text, boo
     text, integer, integer, integer, integer, integer, integer, integer, integer, boolean)
     FROM PUBLIC;
 
+-- The catalog's exclusive lock for a publication, waiting in the queue at
+-- most `p_wait_ms` (LOCK-4): PostgreSQL parks new shared requests behind a
+-- waiting exclusive one, so a publisher must not wait long. The wait runs
+-- in a subtransaction, so a timeout leaves the caller's transaction usable
+-- (it answers false), and the caller's `lock_timeout` is put back.
+CREATE FUNCTION connreg.catalog_lock_exclusive_within(
+    p_class integer, p_key integer, p_wait_ms integer) RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_lock_timeout text := current_setting('lock_timeout');
+BEGIN
+    PERFORM set_config('lock_timeout', p_wait_ms::text, true);
+    BEGIN
+        PERFORM pg_advisory_xact_lock(p_class, p_key);
+    EXCEPTION WHEN lock_not_available THEN
+        PERFORM set_config('lock_timeout', v_lock_timeout, true);
+        RETURN false;
+    END;
+    PERFORM set_config('lock_timeout', v_lock_timeout, true);
+    RETURN true;
+END
+$$;
+REVOKE ALL ON FUNCTION connreg.catalog_lock_exclusive_within(integer, integer, integer)
+    FROM PUBLIC;
+
 -- The data role's privileges, now with the new functions and the commit
 -- order sequence.
 CREATE OR REPLACE FUNCTION connreg.grant_data_role(data_role text) RETURNS void

@@ -13,7 +13,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Rule areas, in catalogue order, with their rule counts.
-const AREAS: [(&str, u32); 9] = [
+const AREAS: [(&str, u32); 10] = [
     ("REC", 8),
     ("CAT", 10),
     ("ROUTE", 11),
@@ -22,6 +22,7 @@ const AREAS: [(&str, u32); 9] = [
     ("LEASE", 4),
     ("AUTH", 5),
     ("DIR", 8),
+    ("LOCK", 6),
     ("SIM", 6),
 ];
 

@@ -90,6 +90,24 @@ pub const CIRCUIT_THRESHOLD_MAX: u32 = 1_000;
 /// Most entries the operator audit log keeps (oldest dropped first).
 pub const AUDIT_ENTRIES_MAX: usize = 10_000;
 
+/// Longest call deadline a PostgreSQL pool may be given, in ms: ten
+/// minutes, above the longest statement a publication may need.
+pub const CALL_DEADLINE_MS_MAX: u64 = 10 * 60 * 1000;
+
+/// Most times the PostgreSQL publication tries for the catalog's exclusive
+/// lock before it answers that the catalog stayed busy.
+pub const PUBLICATION_LOCK_ATTEMPTS_MAX: u32 = 40;
+
+/// Longest one attempt of a publication waits in the queue for the
+/// catalog's exclusive lock, in ms. Shared requests that arrive meanwhile
+/// queue behind it, so this is the most a queued publication can hold up
+/// routing, on top of its own run time.
+pub const PUBLICATION_LOCK_WAIT_MS: u32 = 20;
+
+/// Pause between two attempts of a publication for the catalog lock, in
+/// ms, times the attempt's number: routing runs freely in between.
+pub const PUBLICATION_LOCK_BACKOFF_MS_PER_ATTEMPT: u32 = 5;
+
 /// Most rows one full inspection returns (defined with [`Inspect`](crate::Inspect)).
 pub use crate::inspect::INSPECT_ROWS_MAX;
 
@@ -100,6 +118,15 @@ const _: () = {
     assert!(SEARCH_TEXT_BYTES_MAX <= TEXT_BYTES_MAX);
     assert!(CURSOR_BYTES_MAX > ID_BYTES_MAX);
     assert!(ROUTE_LOCK_ATTEMPTS_MAX >= 1);
+    assert!(PUBLICATION_LOCK_ATTEMPTS_MAX >= 1);
+    // All attempts of one publication together stay within seconds.
+    assert!(
+        (PUBLICATION_LOCK_WAIT_MS as u64) * (PUBLICATION_LOCK_ATTEMPTS_MAX as u64)
+            + (PUBLICATION_LOCK_BACKOFF_MS_PER_ATTEMPT as u64)
+                * (PUBLICATION_LOCK_ATTEMPTS_MAX as u64)
+                * (PUBLICATION_LOCK_ATTEMPTS_MAX as u64)
+            <= 10_000
+    );
     assert!(LEASE_MAINTENANCE_BATCH_MAX >= 1);
     assert!(TENANT_CAPABILITY_BINDINGS_MAX * INSTANCE_REPLICAS_MAX <= 1 << 20);
 };

@@ -13,6 +13,8 @@
 //! ordering run in the database; the byte budget is applied to the rows
 //! read, at most `page_items + 1` of them.
 
+use std::time::Duration;
+
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool};
 
@@ -23,7 +25,10 @@ use super::locks;
 use super::tx;
 use crate::catalog::{CatalogPage, CatalogQuery, PlannedQuery, Reader};
 use crate::error::{Error, Result};
-use crate::limits::TENANT_CAPABILITY_BINDINGS_MAX;
+use crate::limits::{
+    PUBLICATION_LOCK_ATTEMPTS_MAX, PUBLICATION_LOCK_BACKOFF_MS_PER_ATTEMPT,
+    PUBLICATION_LOCK_WAIT_MS, TENANT_CAPABILITY_BINDINGS_MAX,
+};
 use crate::records::{
     AdmissionScope, Binding, CapabilityDefinition, ConnectorVersion, Instance, Revision, ScopeKind,
 };
@@ -145,25 +150,52 @@ fn definition(row: &PgRow) -> Result<CapabilityDefinition> {
 
 /// CAT-1..CAT-4: one transaction under the exclusive lock; the new
 /// revision is exactly one above the old.
+///
+/// LOCK-4: PostgreSQL queues new shared requests behind a waiting
+/// exclusive one, so a publisher that waited for the catalog lock as long
+/// as readers held it would hold every resolve behind it. Each attempt
+/// waits at most [`PUBLICATION_LOCK_WAIT_MS`]; a publisher that did not get
+/// the lock leaves the queue (its transaction rolled back, nothing
+/// written), lets routing run for a pause that grows with each attempt, and
+/// queues again, up to [`PUBLICATION_LOCK_ATTEMPTS_MAX`] times. A resolve
+/// therefore waits behind a queued publication at most
+/// `PUBLICATION_LOCK_WAIT_MS`, plus the publication's own run time once it
+/// holds the lock.
 pub(crate) async fn publish(control: &PgPool, publication: Publication) -> Result<Revision> {
     publication.validate_shape()?;
-    tx::transaction(control, async |tx: &mut PgConnection| {
-        locks::catalog_exclusive(&mut *tx).await?;
-        for change in &publication.changes {
-            apply(&mut *tx, change).await?;
+    for attempt in 1..=PUBLICATION_LOCK_ATTEMPTS_MAX {
+        let published = tx::transaction(control, async |tx: &mut PgConnection| {
+            if !locks::catalog_exclusive_within(&mut *tx, PUBLICATION_LOCK_WAIT_MS).await? {
+                return Ok(None);
+            }
+            for change in &publication.changes {
+                apply(&mut *tx, change).await?;
+            }
+            for change in &publication.changes {
+                check_references(&mut *tx, change).await?;
+            }
+            let v: i64 = sqlx::query_scalar(
+                "UPDATE connreg.catalog_state SET revision = revision + 1 RETURNING revision",
+            )
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+            Ok(Some(Revision(u64_of("revision", v)?)))
+        })
+        .await?;
+        if let Some(revision) = published {
+            return Ok(revision);
         }
-        for change in &publication.changes {
-            check_references(&mut *tx, change).await?;
-        }
-        let v: i64 = sqlx::query_scalar(
-            "UPDATE connreg.catalog_state SET revision = revision + 1 RETURNING revision",
-        )
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db)?;
-        Ok(Revision(u64_of("revision", v)?))
+        tokio::time::sleep(Duration::from_millis(u64::from(
+            PUBLICATION_LOCK_BACKOFF_MS_PER_ATTEMPT * attempt,
+        )))
+        .await;
+    }
+    Err(Error::Unavailable {
+        reason: format!(
+            "the catalog stayed busy: no publication lock in {PUBLICATION_LOCK_ATTEMPTS_MAX} attempts; retry"
+        ),
     })
-    .await
 }
 
 async fn apply(tx: &mut PgConnection, change: &Change) -> Result<()> {

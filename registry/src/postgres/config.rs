@@ -7,7 +7,9 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::error::StartError;
+use super::health::Health;
 use super::setup::{Roles, SCHEMA};
+use crate::limits::CALL_DEADLINE_MS_MAX;
 
 /// One pool's connection target and bounds.
 ///
@@ -21,13 +23,22 @@ use super::setup::{Roles, SCHEMA};
 /// | `acquire_timeout_ms`   | 5 000              | 5 000           |
 /// | `idle_timeout_ms`      | 60 000             | 60 000          |
 /// | `statement_timeout_ms` | 60 000             | 5 000           |
+/// | `call_deadline_ms`     | 120 000            | 10 000          |
 ///
 /// The control pool runs migrations and publications of up to
 /// [`PUBLICATION_CHANGES_MAX`](crate::limits::PUBLICATION_CHANGES_MAX)
 /// changes, hence its longer statement timeout; the data pool serves short
 /// routing transactions. Every connection sets `search_path` to the
-/// `connreg` schema, its `application_name` and its `statement_timeout`, and
-/// ends transactions left idle for longer than the statement timeout.
+/// `connreg` schema, its `application_name` and its `statement_timeout`,
+/// ends transactions left idle for longer than the statement timeout, and
+/// asks the server to probe the client (TCP keepalive after
+/// [`SERVER_KEEPALIVE_IDLE_S`], and a check of the connection every
+/// [`CLIENT_CHECK_INTERVAL_MS`] while a statement runs), so a vanished
+/// client's locks are released. The call deadline bounds each contract
+/// call on the client (LOCK-6; at most
+/// [`CALL_DEADLINE_MS_MAX`](crate::limits::CALL_DEADLINE_MS_MAX)); it is
+/// kept above the statement timeout, so the server's own bound normally
+/// answers first.
 #[derive(Clone)]
 pub struct PoolOptions {
     /// Server, database, role and password.
@@ -44,7 +55,25 @@ pub struct PoolOptions {
     pub idle_timeout_ms: u64,
     /// The server cancels any statement running longer than this.
     pub statement_timeout_ms: u64,
+    /// Longest a contract call on this pool may take, connection wait,
+    /// retries and round trips included; past it the call answers
+    /// `Unavailable` (LOCK-6).
+    pub call_deadline_ms: u64,
 }
+
+/// Idle seconds before the server starts TCP keepalive probes of a client.
+pub const SERVER_KEEPALIVE_IDLE_S: u32 = 10;
+
+/// Seconds between the server's keepalive probes, and probes lost before
+/// it drops the client.
+pub const SERVER_KEEPALIVE_INTERVAL_S: u32 = 5;
+
+/// Probes the server may lose before it ends the session.
+pub const SERVER_KEEPALIVE_COUNT: u32 = 3;
+
+/// How often the server checks, while a statement runs, that its client is
+/// still connected, in ms.
+pub const CLIENT_CHECK_INTERVAL_MS: u32 = 1_000;
 
 /// Names the server, database and role, never the password.
 impl std::fmt::Debug for PoolOptions {
@@ -60,6 +89,7 @@ impl std::fmt::Debug for PoolOptions {
             .field("acquire_timeout_ms", &self.acquire_timeout_ms)
             .field("idle_timeout_ms", &self.idle_timeout_ms)
             .field("statement_timeout_ms", &self.statement_timeout_ms)
+            .field("call_deadline_ms", &self.call_deadline_ms)
             .finish_non_exhaustive()
     }
 }
@@ -75,6 +105,7 @@ impl PoolOptions {
             acquire_timeout_ms: 5_000,
             idle_timeout_ms: 60_000,
             statement_timeout_ms: 60_000,
+            call_deadline_ms: 120_000,
         }
     }
 
@@ -88,6 +119,7 @@ impl PoolOptions {
             acquire_timeout_ms: 5_000,
             idle_timeout_ms: 60_000,
             statement_timeout_ms: 5_000,
+            call_deadline_ms: 10_000,
         }
     }
 
@@ -116,6 +148,13 @@ impl PoolOptions {
         if self.acquire_timeout_ms == 0 || self.statement_timeout_ms == 0 {
             return Err(bad("timeouts must be at least 1 ms"));
         }
+        if self.call_deadline_ms == 0 || self.call_deadline_ms > CALL_DEADLINE_MS_MAX {
+            return Err(StartError::Options {
+                reason: format!(
+                    "{which} pool: call_deadline_ms must be 1 to {CALL_DEADLINE_MS_MAX} ms"
+                ),
+            });
+        }
         if self.application_name.is_empty() || self.application_name.len() > 63 {
             return Err(bad("application_name must be 1 to 63 bytes"));
         }
@@ -124,9 +163,17 @@ impl PoolOptions {
 
     /// Opens the pool with its minimum of connections (at least one, which
     /// proves the server and role answer).
-    pub(crate) async fn open(&self, which: &'static str) -> Result<PgPool, StartError> {
+    pub(crate) async fn open(
+        &self,
+        which: &'static str,
+        health: &Health,
+    ) -> Result<PgPool, StartError> {
         self.validate(which)?;
         let statement_timeout = self.statement_timeout_ms.to_string();
+        let keepalive_idle = SERVER_KEEPALIVE_IDLE_S.to_string();
+        let keepalive_interval = SERVER_KEEPALIVE_INTERVAL_S.to_string();
+        let keepalive_count = SERVER_KEEPALIVE_COUNT.to_string();
+        let check_interval = CLIENT_CHECK_INTERVAL_MS.to_string();
         let connect = self
             .connect
             .clone()
@@ -138,16 +185,31 @@ impl PoolOptions {
                     "idle_in_transaction_session_timeout",
                     statement_timeout.as_str(),
                 ),
+                ("tcp_keepalives_idle", keepalive_idle.as_str()),
+                ("tcp_keepalives_interval", keepalive_interval.as_str()),
+                ("tcp_keepalives_count", keepalive_count.as_str()),
+                ("client_connection_check_interval", check_interval.as_str()),
             ]);
+        let suspect = health.clone();
         PgPoolOptions::new()
             .max_connections(self.max_connections)
             .min_connections(self.min_connections)
             .acquire_timeout(Duration::from_millis(self.acquire_timeout_ms))
             .idle_timeout(Some(Duration::from_millis(self.idle_timeout_ms)))
             // A ping before every acquire would double the round trips of a
-            // short routing transaction; a dead connection fails one call
-            // as unavailable and is replaced.
+            // short routing transaction. Only after a call lost its
+            // connection are the next ones tested (see `health`).
             .test_before_acquire(false)
+            .before_acquire(move |conn, _meta| {
+                let test = suspect.take_suspect();
+                Box::pin(async move {
+                    if test {
+                        Ok(sqlx::Connection::ping(conn).await.is_ok())
+                    } else {
+                        Ok(true)
+                    }
+                })
+            })
             .connect_with(connect)
             .await
             .map_err(|e| StartError::Unavailable {

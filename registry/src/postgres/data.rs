@@ -2,7 +2,13 @@
 
 use std::sync::Arc;
 
+use std::future::Future;
+
 use sqlx::PgPool;
+
+use super::config::PoolOptions;
+use super::health::{self, Health};
+use crate::error::Result;
 
 use crate::clock::{Clock, Timestamp};
 use crate::request::RegistryConfig;
@@ -13,6 +19,32 @@ pub(crate) struct Data {
     pub(crate) pool: PgPool,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) config: RegistryConfig,
+    pub(crate) calls: Calls,
+}
+
+/// How the calls on one pool are bounded (LOCK-6).
+#[derive(Debug, Clone)]
+pub(crate) struct Calls {
+    /// The pool's call deadline.
+    pub(crate) deadline_ms: u64,
+    /// The pool's most connections: how many to test after a loss.
+    pub(crate) pool_size: u32,
+    pub(crate) health: Health,
+}
+
+impl Calls {
+    pub(crate) fn of(options: &PoolOptions, health: Health) -> Calls {
+        Calls {
+            deadline_ms: options.call_deadline_ms,
+            pool_size: options.max_connections,
+            health,
+        }
+    }
+
+    /// Runs one contract call under the deadline.
+    pub(crate) async fn within<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {
+        health::within(self.deadline_ms, self.pool_size, &self.health, call).await
+    }
 }
 
 impl Data {

@@ -82,7 +82,7 @@ pub(crate) fn db(e: sqlx::Error) -> Error {
                 "42501" => unavailable("permission denied to the registry's role"),
                 "53300" | "53000" | "53100" | "53200" => unavailable("server out of resources"),
                 c if c.starts_with("08") || c.starts_with("57P") => {
-                    unavailable("connection to the store lost")
+                    unavailable(super::health::CONNECTION_LOST)
                 }
                 _ => {
                     tracing::warn!(sqlstate = %code, error = %d, "unexpected postgres error");
@@ -94,7 +94,7 @@ pub(crate) fn db(e: sqlx::Error) -> Error {
         sqlx::Error::PoolClosed => unavailable("store connection pool closed"),
         sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => {
             tracing::warn!(error = %e, "postgres connection failure");
-            unavailable("connection to the store lost")
+            unavailable(super::health::CONNECTION_LOST)
         }
         _ => {
             tracing::warn!(error = %e, "postgres driver failure");

@@ -49,9 +49,23 @@ pub(crate) async fn instance(conn: &mut PgConnection, instance: &str) -> Result<
     exclusive(conn, LOCK_CLASS_INSTANCE, key(instance)).await
 }
 
-/// The publication lock, exclusive.
-pub(crate) async fn catalog_exclusive(conn: &mut PgConnection) -> Result<()> {
-    exclusive(conn, LOCK_CLASS_CATALOG, CATALOG_KEY).await
+/// The publication lock, exclusive, waiting in the queue at most
+/// `wait_ms`: false when it was not granted in that time. The caller's
+/// transaction is still usable either way (the wait runs in a savepoint),
+/// and its `lock_timeout` is as it was.
+pub(crate) async fn catalog_exclusive_within(
+    conn: &mut PgConnection,
+    wait_ms: u32,
+) -> Result<bool> {
+    let granted: bool =
+        sqlx::query_scalar("SELECT connreg.catalog_lock_exclusive_within($1, $2, $3)")
+            .bind(LOCK_CLASS_CATALOG)
+            .bind(CATALOG_KEY)
+            .bind(i32::try_from(wait_ms).unwrap_or(i32::MAX))
+            .fetch_one(conn)
+            .await
+            .map_err(db)?;
+    Ok(granted)
 }
 
 /// The publication lock, shared: a reader's view of one revision.

@@ -52,23 +52,34 @@
 //! - `0006_replace_route_resolve`: the resolve function again; a lock cycle
 //!   between the last attempt's wait and another decision's counter locks
 //!   is contention past the limit (`NoCapacity`), not an error.
+//! - `0007_order_route_locks`: the resolve split into `route_resolve` (the
+//!   advisory locks and the bounded `lock_timeout`) and `route_decide`,
+//!   following the one global lock order (see `routing`): counters waited
+//!   for holding no row, candidates abandoned whole in a subtransaction,
+//!   every wait bounded; the commit order sequence; the publication's
+//!   bounded wait for the catalog lock.
 //!
 //! No column holds a credential or secret value, only references and
 //! revisions (REC-7).
 //!
-//! # Known bound: catalog publication behind a contended resolve
+//! # Bounds on waiting (LOCK-3, LOCK-4, LOCK-6)
 //!
-//! A resolve holds the catalog's shared advisory lock (transaction-level)
-//! for its whole decision, including the backoff pauses between choosing
-//! attempts when other decisions hold every eligible replica row, so one
-//! decision sees one catalog revision (ROUTE-5). A publication, which takes
-//! that lock exclusively, therefore waits for a contended resolve: at most
-//! [`ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT`] times (2 + 3 + ... +
-//! (`ROUTE_LOCK_ATTEMPTS_MAX` - 1)) ms of pauses plus [`ROUTE_LOCK_WAIT_MS`]
-//! for the last attempt (with the defaults, 27 ms + 1 s), plus the counter
-//! locks and the writes.
+//! - A resolve waits for any one row lock at most [`ROUTE_LOCK_WAIT_MS`]
+//!   (past it: `NoCapacity`, contention past the limit), and never holds a
+//!   replica row while it waits for a counter.
+//! - A publication waits in the catalog lock's queue at most
+//!   [`PUBLICATION_LOCK_WAIT_MS`](crate::limits::PUBLICATION_LOCK_WAIT_MS)
+//!   per attempt, then steps out so routing runs, and tries again with a
+//!   growing pause, up to
+//!   [`PUBLICATION_LOCK_ATTEMPTS_MAX`](crate::limits::PUBLICATION_LOCK_ATTEMPTS_MAX)
+//!   times. A resolve holds its shared lock for its whole decision (one
+//!   revision, ROUTE-5), backoff pauses included, so a publication may need
+//!   several attempts while resolves are contended.
+//! - Every contract call has its pool's call deadline
+//!   ([`PoolOptions::call_deadline_ms`]); past it the answer is
+//!   `Unavailable` and the connection is closed (`health`).
 //!
-//! # Map
+//! //! # Map
 //!
 //! - `config`: [`PoolOptions`], [`PgOptions`] and their documented defaults.
 //! - `setup`: [`create_roles`], migrations, [`SCHEMA_VERSION`] check.
@@ -76,6 +87,11 @@
 //! - `catalog`: publication and catalog pages.
 //! - `routing`: resolve (one call of `connreg.route_resolve`), lookup,
 //!   settlement; the lock order.
+//! - `tx`: transactions that commit, or roll back and wait for it, on
+//!   every path; connections of abandoned calls closed.
+//! - `health`: call deadlines, and testing pooled connections after one
+//!   was lost.
+//! - `commit`: [`observe_commit`], the commit order of a call.
 //! - `lifecycle`: registration, heartbeats, drain, lease maintenance,
 //!   circuits.
 //! - `status`: aggregate status and inspection.
@@ -92,6 +108,7 @@ mod commit;
 mod config;
 mod data;
 mod error;
+mod health;
 mod lifecycle;
 mod locks;
 mod registry;
@@ -103,7 +120,10 @@ pub mod testing;
 mod tx;
 
 pub use commit::observe_commit;
-pub use config::{PgOptions, PoolOptions};
+pub use config::{
+    CLIENT_CHECK_INTERVAL_MS, PgOptions, PoolOptions, SERVER_KEEPALIVE_COUNT,
+    SERVER_KEEPALIVE_IDLE_S, SERVER_KEEPALIVE_INTERVAL_S,
+};
 pub use error::StartError;
 pub use locks::{
     CATALOG_KEY, LOCK_CLASS_ACTION, LOCK_CLASS_BASE, LOCK_CLASS_CATALOG, LOCK_CLASS_INSTANCE,

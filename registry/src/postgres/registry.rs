@@ -6,8 +6,9 @@ use std::sync::Arc;
 use sqlx::PgPool;
 
 use super::config::{PgOptions, PoolOptions};
-use super::data::Data;
+use super::data::{Calls, Data};
 use super::error::StartError;
+use super::health::Health;
 use super::routing::ReplicaReads;
 use super::{catalog, setup};
 use crate::catalog::{CatalogPage, CatalogQuery};
@@ -29,6 +30,7 @@ use crate::request::{
 pub struct PgRegistry {
     data: Data,
     control: PgPool,
+    control_calls: Calls,
     /// Whatever must live as long as the registry, such as a test database.
     guard: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -56,8 +58,10 @@ impl PgRegistry {
         config.validate().map_err(|e| StartError::Options {
             reason: e.to_string(),
         })?;
-        let control = options.control.open("control").await?;
-        let data = match options.data.open("data").await {
+        let control_health = Health::default();
+        let data_health = Health::default();
+        let control = options.control.open("control", &control_health).await?;
+        let data = match options.data.open("data", &data_health).await {
             Ok(data) => data,
             Err(e) => {
                 close_pool(&control).await;
@@ -79,8 +83,10 @@ impl PgRegistry {
                 pool: data,
                 clock: Arc::new(clock),
                 config,
+                calls: Calls::of(&options.data, data_health),
             },
             control,
+            control_calls: Calls::of(&options.control, control_health),
             guard: None,
         })
     }
@@ -150,7 +156,8 @@ impl PgDataPlane {
         config.validate().map_err(|e| StartError::Options {
             reason: e.to_string(),
         })?;
-        let pool = data.open("data").await?;
+        let health = Health::default();
+        let pool = data.open("data", &health).await?;
         if let Err(e) = setup::verify(&pool).await {
             close_pool(&pool).await;
             return Err(e);
@@ -160,6 +167,7 @@ impl PgDataPlane {
                 pool,
                 clock: Arc::new(clock),
                 config,
+                calls: Calls::of(&data, health),
             },
         })
     }
@@ -223,7 +231,9 @@ pub struct PoolStatus {
 
 impl CatalogAdmin for PgRegistry {
     async fn catalog_publish(&self, publication: Publication) -> Result<Revision> {
-        catalog::publish(&self.control, publication).await
+        self.control_calls
+            .within(catalog::publish(&self.control, publication))
+            .await
     }
 }
 
@@ -232,59 +242,80 @@ macro_rules! data_plane_contracts {
     ($ty:ty) => {
         impl CatalogRead for $ty {
             async fn catalog_page(&self, query: CatalogQuery) -> Result<CatalogPage> {
-                self.data.catalog_page(query).await
+                self.data.calls.within(self.data.catalog_page(query)).await
             }
             async fn catalog_revision(&self) -> Result<Revision> {
-                self.data.catalog_revision().await
+                self.data.calls.within(self.data.catalog_revision()).await
             }
         }
 
         impl Routing for $ty {
             async fn route_resolve(&self, request: RouteRequest) -> Result<Resolved> {
-                self.data.route_resolve(request).await
+                self.data
+                    .calls
+                    .within(self.data.route_resolve(request))
+                    .await
             }
             async fn route_get(
                 &self,
                 tenant: TenantId,
                 action: ActionId,
             ) -> Result<Option<RouteRecord>> {
-                self.data.route_get(tenant, action).await
+                self.data
+                    .calls
+                    .within(self.data.route_get(tenant, action))
+                    .await
             }
             async fn route_settle(&self, params: SettleParams) -> Result<Settled> {
-                self.data.route_settle(params).await
+                self.data.calls.within(self.data.route_settle(params)).await
             }
         }
 
         impl ReplicaLifecycle for $ty {
             async fn replica_register(&self, params: RegisterParams) -> Result<Replica> {
-                self.data.replica_register(params).await
+                self.data
+                    .calls
+                    .within(self.data.replica_register(params))
+                    .await
             }
             async fn replica_heartbeat(&self, params: HeartbeatParams) -> Result<HeartbeatOutcome> {
-                self.data.replica_heartbeat(params).await
+                self.data
+                    .calls
+                    .within(self.data.replica_heartbeat(params))
+                    .await
             }
             async fn replica_drain(&self, replica: ReplicaId) -> Result<Replica> {
-                self.data.replica_drain(replica).await
+                self.data
+                    .calls
+                    .within(self.data.replica_drain(replica))
+                    .await
             }
             async fn replica_get(&self, replica: ReplicaId) -> Result<Option<Replica>> {
-                self.data.replica_get(replica).await
+                self.data.calls.within(self.data.replica_get(replica)).await
             }
             async fn lease_maintain(&self, params: MaintainParams) -> Result<Maintained> {
-                self.data.lease_maintain(params).await
+                self.data
+                    .calls
+                    .within(self.data.lease_maintain(params))
+                    .await
             }
             async fn circuit_close(&self, params: CircuitCloseParams) -> Result<AuditEntry> {
-                self.data.circuit_close(params).await
+                self.data
+                    .calls
+                    .within(self.data.circuit_close(params))
+                    .await
             }
         }
 
         impl Status for $ty {
             async fn status(&self) -> Result<StatusReport> {
-                self.data.status().await
+                self.data.calls.within(self.data.status()).await
             }
         }
 
         impl Inspect for $ty {
             async fn inspect(&self) -> Result<StoreSnapshot> {
-                self.data.inspect().await
+                self.data.calls.within(self.data.inspect()).await
             }
         }
     };

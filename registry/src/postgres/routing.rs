@@ -40,6 +40,7 @@ use super::codec::{col, ms, route, route_columns, u32_of};
 use super::commit;
 use super::data::Data;
 use super::error::db;
+use super::health;
 use super::locks;
 use super::tx;
 use crate::error::{Error, Result};
@@ -111,7 +112,22 @@ const RELEASE_ROUTE: &str = "WITH counters AS (
 impl Data {
     /// ROUTE-2..ROUTE-7, PIN-2..PIN-4.
     pub(crate) async fn route_resolve(&self, request: RouteRequest) -> Result<Resolved> {
-        let row = self.resolve_on(&self.pool, &request).await?;
+        let once = async || {
+            tx::single(&self.pool, async |conn: &mut PgConnection| {
+                self.resolve_on(conn, &request).await
+            })
+            .await
+        };
+        // A decision is idempotent by action ID (ROUTE-3, ROUTE-4): after a
+        // lost connection, once more on a fresh one is always safe. If the
+        // first attempt committed, the second finds its route (`existing`).
+        let row = match once().await {
+            Err(e) if health::lost_connection(&e) => {
+                self.calls.health.suspect(self.calls.pool_size);
+                once().await?
+            }
+            answer => answer?,
+        };
         let answer = resolved(&row)?;
         if let Some(seq) = col::<Option<i64>>(&row, "commit_seq")? {
             commit::record(seq);

@@ -10,14 +10,20 @@
 //! answers. A body cannot skip either with an early `return` or `?`,
 //! because it never sees the transaction, only the connection inside it.
 //!
-//! A connection whose rollback fails is closed rather than returned to the
-//! pool: the server then ends the transaction with the session.
+//! A connection whose rollback fails, or whose call was abandoned midway
+//! (its deadline passed, see `health`), is closed rather than returned to
+//! the pool: the server then ends the transaction with the session.
+//!
+//! A transaction that cannot even begin because its pooled connection is
+//! dead (after a server restart, say) has written nothing, so it is tried
+//! once more on another connection (LOCK-6).
 
 use sqlx::pool::PoolConnection;
-use sqlx::{Acquire, PgConnection, PgPool, Postgres};
+use sqlx::{PgConnection, PgPool, Postgres};
 
 use super::commit;
 use super::error::db;
+use super::health;
 use crate::error::Result;
 
 /// Runs `body` in a new transaction on a connection of `pool`: committed
@@ -29,8 +35,7 @@ pub(crate) async fn transaction<T, F>(pool: &PgPool, body: F) -> Result<T>
 where
     F: AsyncFnOnce(&mut PgConnection) -> Result<T>,
 {
-    let mut conn = pool.acquire().await.map_err(db)?;
-    run(&mut conn, true, body).await
+    run(pool, true, body).await
 }
 
 /// [`transaction`] for a call that only reads: no commit sequence.
@@ -38,33 +43,98 @@ pub(crate) async fn read<T, F>(pool: &PgPool, body: F) -> Result<T>
 where
     F: AsyncFnOnce(&mut PgConnection) -> Result<T>,
 {
-    let mut conn = pool.acquire().await.map_err(db)?;
-    run(&mut conn, false, body).await
+    run(pool, false, body).await
 }
 
-async fn run<T, F>(conn: &mut PoolConnection<Postgres>, writes: bool, body: F) -> Result<T>
+/// Closes the connection when dropped before [`Closing::keep`]: a call
+/// abandoned midway (its future dropped) leaves no session behind that
+/// might still hold its locks.
+struct Closing<'c> {
+    conn: &'c mut PoolConnection<Postgres>,
+    keep: bool,
+}
+
+impl Closing<'_> {
+    fn keep(&mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for Closing<'_> {
+    fn drop(&mut self) {
+        if !self.keep {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+/// A pooled connection on which a transaction has begun; a dead one is
+/// replaced once, since nothing was written on it.
+pub(crate) async fn begun(pool: &PgPool) -> Result<PoolConnection<Postgres>> {
+    let mut conn = pool.acquire().await.map_err(db)?;
+    match sqlx::query("BEGIN").execute(&mut *conn).await {
+        Ok(_) => Ok(conn),
+        Err(e) => {
+            let e = db(e);
+            conn.close_on_drop();
+            drop(conn);
+            if !health::lost_connection(&e) {
+                return Err(e);
+            }
+            let mut conn = pool.acquire().await.map_err(db)?;
+            sqlx::query("BEGIN").execute(&mut *conn).await.map_err(db)?;
+            Ok(conn)
+        }
+    }
+}
+
+async fn run<T, F>(pool: &PgPool, writes: bool, body: F) -> Result<T>
 where
     F: AsyncFnOnce(&mut PgConnection) -> Result<T>,
 {
-    let mut tx = conn.begin().await.map_err(db)?;
-    match body(&mut tx).await {
+    let mut conn = begun(pool).await?;
+    let mut closing = Closing {
+        conn: &mut conn,
+        keep: false,
+    };
+    let answer = body(&mut *closing.conn).await;
+    let ended = end(&mut *closing.conn, writes, answer).await;
+    if ended.1 {
+        closing.keep();
+    }
+    ended.0
+}
+
+/// Commits on `Ok`, rolls back on `Err`; says whether the connection can
+/// go back to the pool.
+async fn end<T>(conn: &mut PgConnection, writes: bool, answer: Result<T>) -> (Result<T>, bool) {
+    match answer {
         Ok(value) => {
-            if writes && commit::observed() {
-                let seq = commit::take(&mut tx).await?;
-                tx.commit().await.map_err(db)?;
-                commit::record(seq);
+            let seq = if writes && commit::observed() {
+                match commit::take(&mut *conn).await {
+                    Ok(seq) => Some(seq),
+                    Err(e) => return (Err(e), false),
+                }
             } else {
-                tx.commit().await.map_err(db)?;
+                None
+            };
+            match sqlx::query("COMMIT").execute(&mut *conn).await {
+                Ok(_) => {
+                    if let Some(seq) = seq {
+                        commit::record(seq);
+                    }
+                    (Ok(value), true)
+                }
+                Err(e) => (Err(db(e)), false),
             }
-            Ok(value)
         }
-        Err(answer) => {
-            if let Err(e) = tx.rollback().await {
+        Err(answer) => match sqlx::query("ROLLBACK").execute(&mut *conn).await {
+            Ok(_) => (Err(answer), true),
+            Err(e) => {
                 tracing::warn!(error = %e, "rollback failed; closing the connection");
-                conn.close_on_drop();
+                (Err(answer), false)
             }
-            Err(answer)
-        }
+        },
     }
 }
 
@@ -75,13 +145,33 @@ pub(crate) async fn rolled_back<T, F>(pool: &PgPool, body: F) -> Result<T>
 where
     F: AsyncFnOnce(&mut PgConnection) -> Result<T>,
 {
+    let mut conn = begun(pool).await?;
+    let mut closing = Closing {
+        conn: &mut conn,
+        keep: false,
+    };
+    let answer = body(&mut *closing.conn).await;
+    sqlx::query("ROLLBACK")
+        .execute(&mut **closing.conn)
+        .await
+        .map_err(db)?;
+    closing.keep();
+    answer
+}
+
+/// Runs `body` (single statements, no transaction of its own) on a pooled
+/// connection that is closed, not returned, if the call is abandoned
+/// midway.
+pub(crate) async fn single<T, F>(pool: &PgPool, body: F) -> Result<T>
+where
+    F: AsyncFnOnce(&mut PgConnection) -> Result<T>,
+{
     let mut conn = pool.acquire().await.map_err(db)?;
-    let mut tx = conn.begin().await.map_err(db)?;
-    let answer = body(&mut tx).await;
-    if let Err(e) = tx.rollback().await {
-        tracing::warn!(error = %e, "rollback failed; closing the connection");
-        conn.close_on_drop();
-        return Err(db(e));
-    }
+    let mut closing = Closing {
+        conn: &mut conn,
+        keep: false,
+    };
+    let answer = body(&mut *closing.conn).await;
+    closing.keep();
     answer
 }
