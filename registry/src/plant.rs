@@ -77,3 +77,26 @@ impl Plant {
         Plant::ALL.into_iter().find(|p| p.name() == name)
     }
 }
+
+/// One planted bug in the PostgreSQL backend
+/// (`PgRegistry::with_plant`, feature `postgres`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PgPlant {
+    /// Settlement locks the admission counters before the replica row,
+    /// against the global lock order (LOCK-1): it can wait for a replica
+    /// while holding counters that the replica's holder waits for.
+    SettleLocksCountersFirst,
+}
+
+impl PgPlant {
+    /// Every PostgreSQL plant, in a fixed order.
+    pub const ALL: [PgPlant; 1] = [PgPlant::SettleLocksCountersFirst];
+
+    /// The plant's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PgPlant::SettleLocksCountersFirst => "settle-locks-counters-first",
+        }
+    }
+}

@@ -13,6 +13,7 @@ mod postgres_common;
 use std::time::Duration;
 
 use connreg::contracts::{CatalogAdmin, ReplicaLifecycle, Routing};
+use connreg::plant::PgPlant;
 use connreg::postgres::PgRegistry;
 use connreg::{
     AdmissionScope, Binding, Change, Instance, ManualClock, Outcome, Publication, RegisterParams,
@@ -225,4 +226,92 @@ async fn abandoned_binding_releases_its_locks_so_no_settle_deadlocks() {
     .await
     .unwrap();
     assert_eq!(deadlocks, 0, "PostgreSQL broke a lock cycle");
+}
+
+/// A pinned retry that finds its replica held goes round again in order
+/// (replica, then counters), while a settlement of another action on that
+/// replica runs beside it; `plant` optionally breaks the settlement's
+/// order. Returns the two answers.
+async fn pinned_retry_beside_a_settlement(
+    plant: Option<PgPlant>,
+) -> (connreg::Result<connreg::Resolved>, connreg::Result<Settled>) {
+    let fx = PgFixture::new().await;
+    let (registry, x) = layout(&fx).await;
+    let registry = match plant {
+        Some(plant) => registry.with_plant(plant),
+        None => registry,
+    };
+    let mut admin = fx.admin_conn().await;
+    // y on R3 too, released: its next resolve is a pinned retry.
+    registry
+        .replica_drain("r1".try_into().unwrap())
+        .await
+        .unwrap();
+    registry
+        .replica_drain("r2".try_into().unwrap())
+        .await
+        .unwrap();
+    let y = registry.route_resolve(request("y", "t0")).await.unwrap();
+    assert_eq!(y.assignment.destination.replica.as_str(), "r3");
+    registry
+        .route_settle(SettleParams {
+            assignment: y.assignment,
+            outcome: Outcome::Completed,
+        })
+        .await
+        .unwrap();
+
+    // Z holds R3.
+    let mut z = session(&fx).await;
+    sqlx::query("SELECT 1 FROM connreg.replicas WHERE replica_id = 'r3' FOR UPDATE")
+        .execute(&mut z)
+        .await
+        .unwrap();
+    // The retry of y: counters, then R3 without waiting (held): round two
+    // waits for R3 holding nothing.
+    let retrying = {
+        let registry = registry.clone();
+        tokio::spawn(async move { registry.route_resolve(request("y", "t0")).await })
+    };
+    until_waiting(&mut admin, 1).await;
+    // The settlement of x on R3 queues behind it.
+    let settling = {
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            registry
+                .route_settle(SettleParams {
+                    assignment: x,
+                    outcome: Outcome::Completed,
+                })
+                .await
+        })
+    };
+    until_waiting(&mut admin, 2).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    commit(z).await;
+    (retrying.await.unwrap(), settling.await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pinned_retry_and_settlement_on_one_replica_take_turns() {
+    // spec: LOCK-1, PIN-3, SETTLE-3
+    let (retried, settled) = pinned_retry_beside_a_settlement(None).await;
+    assert_eq!(retried.map(|r| r.kind), Ok(ResolveKind::Reserved));
+    assert_eq!(settled, Ok(Settled { released: true }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn settlement_against_the_lock_order_is_caught() {
+    // spec: LOCK-1
+    // The planted settlement holds the counters while it waits for R3; the
+    // retry holds R3 while it waits for the counters. The cycle ends in a
+    // lock timeout (NoCapacity although there is room) or in PostgreSQL's
+    // deadlock check (Unavailable): either way not the answers above.
+    let (retried, settled) =
+        pinned_retry_beside_a_settlement(Some(PgPlant::SettleLocksCountersFirst)).await;
+    assert!(
+        retried.as_ref().map(|r| r.kind) != Ok(ResolveKind::Reserved)
+            || settled != Ok(Settled { released: true }),
+        "the planted lock order went unnoticed: retry {retried:?}, settle {settled:?}"
+    );
 }

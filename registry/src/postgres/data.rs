@@ -20,6 +20,9 @@ pub(crate) struct Data {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) config: RegistryConfig,
     pub(crate) calls: Calls,
+    /// A planted bug, for proving the checks catch it.
+    #[cfg(feature = "plant")]
+    pub(crate) plant: Option<crate::plant::PgPlant>,
 }
 
 /// How the calls on one pool are bounded (LOCK-6).
@@ -52,5 +55,11 @@ impl Data {
     /// compares with a lease; the server's `now()` is never used.
     pub(crate) fn now(&self) -> Timestamp {
         self.clock.now()
+    }
+
+    /// True when `plant` is switched on.
+    #[cfg(feature = "plant")]
+    pub(crate) fn planted(&self, plant: crate::plant::PgPlant) -> bool {
+        self.plant == Some(plant)
     }
 }

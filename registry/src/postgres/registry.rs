@@ -84,6 +84,8 @@ impl PgRegistry {
                 clock: Arc::new(clock),
                 config,
                 calls: Calls::of(&options.data, data_health),
+                #[cfg(feature = "plant")]
+                plant: None,
             },
             control,
             control_calls: Calls::of(&options.control, control_health),
@@ -95,6 +97,13 @@ impl PgRegistry {
     /// a test or bench database that should go away with the store.
     pub fn keep_alive(mut self, guard: impl Send + Sync + 'static) -> PgRegistry {
         self.guard = Some(Arc::new(guard));
+        self
+    }
+
+    /// The same registry with one planted bug switched on.
+    #[cfg(feature = "plant")]
+    pub fn with_plant(mut self, plant: crate::plant::PgPlant) -> PgRegistry {
+        self.data.plant = Some(plant);
         self
     }
 
@@ -168,6 +177,8 @@ impl PgDataPlane {
                 clock: Arc::new(clock),
                 config,
                 calls: Calls::of(&data, health),
+                #[cfg(feature = "plant")]
+                plant: None,
             },
         })
     }

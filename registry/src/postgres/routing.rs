@@ -221,6 +221,20 @@ impl Data {
     async fn settle_in(&self, tx: &mut PgConnection, params: &SettleParams) -> Result<Settled> {
         let given = &params.assignment;
         locks::action(&mut *tx, given.identity.action.as_str()).await?;
+        #[cfg(feature = "plant")]
+        if self.planted(crate::plant::PgPlant::SettleLocksCountersFirst) {
+            let scopes: Vec<&str> = given
+                .reservation
+                .scopes
+                .iter()
+                .map(|s| s.as_str())
+                .collect();
+            sqlx::query(LOCK_COUNTERS)
+                .bind(&scopes)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db)?;
+        }
         let replica = sqlx::query(LOCK_SETTLED_REPLICA)
             .bind(given.destination.replica.as_str())
             .fetch_optional(&mut *tx)
