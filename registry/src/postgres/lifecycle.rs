@@ -79,9 +79,6 @@ const LOCK_RESERVED_ON: &str = "SELECT a.action_id, a.replica_id,
      ORDER BY a.action_id
      FOR UPDATE OF a";
 
-const LOCK_COUNTERS: &str = "SELECT scope_id FROM connreg.admission_counters
-     WHERE scope_id = ANY($1) ORDER BY scope_id FOR UPDATE";
-
 /// LEASE-2, LEASE-3: offline, reservations released as lease_expired, the
 /// counts given back; destinations untouched.
 const EXPIRE: &str = "WITH counters AS (
@@ -295,13 +292,7 @@ impl Data {
                 let (scopes, scope_counts): (Vec<String>, Vec<i64>) = per_scope.into_iter().unzip();
                 let (replicas, replica_counts): (Vec<String>, Vec<i64>) =
                     per_replica.into_iter().unzip();
-                if !scopes.is_empty() {
-                    sqlx::query(LOCK_COUNTERS)
-                        .bind(&scopes)
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(db)?;
-                }
+                locks::counters(&mut *tx, &scopes).await?;
                 sqlx::query(EXPIRE)
                     .bind(&scopes)
                     .bind(&scope_counts)

@@ -44,6 +44,24 @@ pub(crate) async fn action(conn: &mut PgConnection, action: &str) -> Result<()> 
     exclusive(conn, LOCK_CLASS_ACTION, key(action)).await
 }
 
+/// The admission counter rows of `scopes`, locked in scope order, waiting
+/// for them (LOCK-1: every writer of counters takes them this way, after
+/// any replica row it needs). Nothing to do for no scopes.
+pub(crate) async fn counters(conn: &mut PgConnection, scopes: &[String]) -> Result<()> {
+    if scopes.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "SELECT scope_id FROM connreg.admission_counters
+         WHERE scope_id = ANY($1) ORDER BY scope_id FOR UPDATE",
+    )
+    .bind(scopes)
+    .fetch_all(conn)
+    .await
+    .map_err(db)?;
+    Ok(())
+}
+
 /// Serializes registrations of one instance's replicas.
 pub(crate) async fn instance(conn: &mut PgConnection, instance: &str) -> Result<()> {
     exclusive(conn, LOCK_CLASS_INSTANCE, key(instance)).await

@@ -72,14 +72,6 @@ const _: () = assert!(TENANT_CAPABILITY_BINDINGS_MAX <= i32::MAX as usize);
 const RESOLVE: &str = "SELECT * FROM connreg.route_resolve(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
 
-/// Locks the counters of `$1` in scope order and reads their room.
-const LOCK_COUNTERS: &str = "SELECT c.scope_id, c.in_use < s.scope_limit AS room
-     FROM connreg.admission_counters c
-     JOIN connreg.admission_scopes s ON s.scope_id = c.scope_id
-     WHERE c.scope_id = ANY($1)
-     ORDER BY c.scope_id
-     FOR UPDATE OF c";
-
 const SELECT_ROUTE: &str = concat!(
     "SELECT ",
     route_columns!(),
@@ -223,17 +215,13 @@ impl Data {
         locks::action(&mut *tx, given.identity.action.as_str()).await?;
         #[cfg(feature = "plant")]
         if self.planted(crate::plant::PgPlant::SettleLocksCountersFirst) {
-            let scopes: Vec<&str> = given
+            let scopes: Vec<String> = given
                 .reservation
                 .scopes
                 .iter()
-                .map(|s| s.as_str())
+                .map(|s| s.as_str().to_owned())
                 .collect();
-            sqlx::query(LOCK_COUNTERS)
-                .bind(&scopes)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db)?;
+            locks::counters(&mut *tx, &scopes).await?;
         }
         let replica = sqlx::query(LOCK_SETTLED_REPLICA)
             .bind(given.destination.replica.as_str())
@@ -273,14 +261,7 @@ impl Data {
             .iter()
             .map(|s| s.as_str().to_owned())
             .collect();
-        if !scopes.is_empty() {
-            // Locked in scope order, as every other writer of counters does.
-            sqlx::query(LOCK_COUNTERS)
-                .bind(&scopes)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db)?;
-        }
+        locks::counters(&mut *tx, &scopes).await?;
         sqlx::query(RELEASE_ROUTE)
             .bind(&scopes)
             .bind(given.destination.replica.as_str())
