@@ -18,7 +18,10 @@
 //!   returns it, into a queue the world moves into the trace after the step;
 //!   the world waits for every offloaded call before it takes the next
 //!   step. So simulated time never runs ahead of the database, and every
-//!   answer is in the trace before any snapshot that reflects it.
+//!   answer is in the trace before any snapshot that reflects it. Each
+//!   offloaded call runs inside `connreg::postgres::observe_commit`, so its
+//!   answer carries the commit sequence of its transaction (if it
+//!   committed one); the world puts a step's answers in that order.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,6 +33,15 @@ use connreg::{Inspect, Result, StoreSnapshot};
 
 use crate::trace::Event;
 use crate::wire::{Request, Response, WireError};
+
+#[cfg(feature = "postgres")]
+use connreg::postgres::observe_commit;
+
+/// Without the PostgreSQL backend no call has a commit sequence.
+#[cfg(not(feature = "postgres"))]
+async fn observe_commit<F: Future>(call: F) -> (F::Output, Option<u64>) {
+    (call.await, None)
+}
 
 /// A backend the simulator can drive: the whole contract, a snapshot for
 /// the checkers, and cheap clones that share one store.
@@ -106,18 +118,19 @@ impl<B: Backend> Store<B> {
     }
 
     /// Answers `request` from a simulated registry host. `reply` makes the
-    /// trace event of the answer: it comes back to the caller to record
+    /// trace event of the answer from the answer and its commit sequence
+    /// (offloaded calls only): the event comes back to the caller to record
     /// (inline), or `None` when it was recorded as the backend returned
     /// (offloaded; see [`Store::take_recorded`]).
     pub async fn answer<R>(&self, request: Request, reply: R) -> (Response, Option<Event>)
     where
-        R: FnOnce(Response) -> Event + Send + 'static,
+        R: FnOnce(Response, Option<u64>) -> Event + Send + 'static,
     {
         let backend = self.backend.clone();
         match &self.offload {
             None => {
                 let response = respond(backend, request).await;
-                let event = reply(response.clone());
+                let event = reply(response.clone(), None);
                 (response, Some(event))
             }
             Some(o) => {
@@ -125,11 +138,11 @@ impl<B: Backend> Store<B> {
                 let guard = InflightGuard(o.inflight.clone());
                 let recorded = o.recorded.clone();
                 let task = o.handle.spawn(async move {
-                    let response = respond(backend, request).await;
+                    let (response, commit) = observe_commit(respond(backend, request)).await;
                     recorded
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .push(reply(response.clone()));
+                        .push(reply(response.clone(), commit));
                     drop(guard);
                     response
                 });

@@ -103,5 +103,9 @@ counters! {
     latency_spikes: "Latency changes.",
     loss_windows: "Message loss windows.",
     clock_jumps: "Registry clock jumps.",
+    db_cuts: "Database connection cuts (all, or the next commit).",
+    db_stalls: "Database stalls.",
+    db_terminates: "Database session terminations.",
+    db_restarts: "Database server restarts.",
     snapshots: "Store snapshots taken.",
 }

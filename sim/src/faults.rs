@@ -4,13 +4,15 @@
 //! Network faults act through turmoil (partitions, one-way partitions,
 //! holds, latency, random link breaks); crashes and restarts through
 //! turmoil's host crash and bounce; lost answers through the registry
-//! hosts; clock jumps through the registry's injected clock. Every fault
-//! ends by the end of the workload phase, when the world heals.
+//! hosts; clock jumps through the registry's injected clock; database
+//! faults (PostgreSQL only) through the fault proxy in front of the server,
+//! an administrator connection and the server itself. Every fault ends by
+//! the end of the workload phase, when the world heals.
 
 use rand::Rng;
 use rand::rngs::SmallRng;
 
-use crate::scenario::{FaultKind, Scenario, select_hosts};
+use crate::scenario::{CutMode, FaultKind, Scenario, select_hosts};
 
 /// One thing the world does at a time.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +57,12 @@ pub(crate) enum Action {
     },
     LoseRatio(f64),
     ClockJump(i64),
+    DbCut(CutMode),
+    DbStall(u64),
+    DbTerminate,
+    DbRestart,
+    /// The window of a database fault of this kind ended.
+    DbEnd(FaultKind),
 }
 
 impl Action {
@@ -67,6 +75,7 @@ impl Action {
             | Action::LatencyRestore { .. }
             | Action::LossEnd
             | Action::LoseAnswersEnd { .. }
+            | Action::DbEnd(_)
             | Action::Restart(_) => 0,
             _ => 1,
         }
@@ -151,6 +160,21 @@ pub(crate) fn schedule(s: &Scenario, hosts: &[String], rng: &mut SmallRng) -> Ve
                 push(until, Action::LoseAnswersEnd { ops: f.ops.clone() });
             }
             FaultKind::ClockJump => push(f.at_ms, Action::ClockJump(f.by_ms.unwrap_or(0))),
+            FaultKind::DbCut
+            | FaultKind::DbStall
+            | FaultKind::DbTerminate
+            | FaultKind::DbRestart => {
+                let start = match f.kind {
+                    FaultKind::DbCut => Action::DbCut(f.cut.unwrap_or_default()),
+                    FaultKind::DbStall => Action::DbStall(f.stall_ms.unwrap_or(1)),
+                    FaultKind::DbTerminate => Action::DbTerminate,
+                    _ => Action::DbRestart,
+                };
+                push(f.at_ms, start);
+                // The window ends at `until_ms`, or one tick after the start.
+                let end = f.until_ms.unwrap_or(f.at_ms + s.scenario.tick_ms);
+                push(end, Action::DbEnd(f.kind));
+            }
         }
     }
     chaos(s, hosts, rng, &mut push);
@@ -235,10 +259,51 @@ fn chaos(s: &Scenario, hosts: &[String], rng: &mut SmallRng, push: &mut impl FnM
             Action::LossEnd,
         );
     }
+    let mut db = |rng: &mut SmallRng, kind: FaultKind, start_action: Action| {
+        let at = start(rng);
+        let until = (at + rng.random_range(20..=100)).min(d).max(at + 1);
+        push(at, start_action);
+        push(until, Action::DbEnd(kind));
+    };
+    for _ in 0..c.db_cuts {
+        let mode = if rng.random_bool(0.5) {
+            CutMode::All
+        } else {
+            CutMode::NextCommit
+        };
+        db(rng, FaultKind::DbCut, Action::DbCut(mode));
+    }
+    for _ in 0..c.db_stalls {
+        let ms = rng.random_range(50..=500);
+        db(rng, FaultKind::DbStall, Action::DbStall(ms));
+    }
+    for _ in 0..c.db_terminates {
+        db(rng, FaultKind::DbTerminate, Action::DbTerminate);
+    }
+    for _ in 0..c.db_restarts {
+        db(rng, FaultKind::DbRestart, Action::DbRestart);
+    }
     let lease = s.lifecycle.lease_ttl_ms;
     for _ in 0..c.clock_jumps {
         let at = start(rng);
         let by = rng.random_range(lease / 2..=lease * 2).max(1);
         push(at, Action::ClockJump(i64::try_from(by).unwrap_or(i64::MAX)));
     }
+}
+
+/// The database behind the store, as database faults reach it (the
+/// PostgreSQL tier provides it; the in-memory backend has none).
+pub(crate) trait Database {
+    /// Closes every connection through the proxy; returns how many.
+    fn cut_all(&self) -> usize;
+    /// Arms a cut of the next connection that commits.
+    fn cut_next_commit(&self);
+    /// True while a `cut_next_commit` has not fired yet.
+    fn commit_cut_armed(&self) -> bool;
+    /// Holds every byte through the proxy for `ms` real milliseconds.
+    fn stall(&self, ms: u64);
+    /// Terminates the registry's sessions; returns how many.
+    fn terminate(&self) -> Result<u64, String>;
+    /// Shuts the server down immediately and starts it again.
+    fn restart(&self) -> Result<(), String>;
 }

@@ -36,7 +36,10 @@
 //! - [`counters`]: outcome counters and expectation bounds.
 //! - [`swarm`]: fault probabilities and fleet shape drawn from the seed.
 //! - [`run`]: options, backends, seed ranges, the repro command.
-//! - `postgres`: the PostgreSQL tier.
+//! - [`plant`]: the catalogue of planted bugs, in the store and in the
+//!   hosts.
+//! - `postgres`: the PostgreSQL tier: the fault proxy in front of the
+//!   server, database faults, commit order.
 //! - [`limits`]: every bound, named.
 
 pub mod backend;
@@ -44,6 +47,7 @@ pub mod check;
 pub mod counters;
 pub mod fleet;
 pub mod limits;
+pub mod plant;
 pub mod run;
 pub mod scenario;
 pub mod swarm;
@@ -57,6 +61,7 @@ mod world;
 
 pub use check::{Checker, Recheck, recheck};
 pub use counters::{CounterBounds, Counters};
+pub use plant::PlantedBug;
 pub use run::{
     BackendKind, RunError, RunOptions, TraceTarget, parse_seed_range, repro_command,
     resolve_scenario_path, run,

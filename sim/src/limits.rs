@@ -83,3 +83,18 @@ const _: () = {
     assert!(FRAME_BYTES_MAX > connreg::limits::PAGE_BYTES_MAX);
     assert!(FLEET_RECORDS_MAX * 6 <= connreg::limits::PUBLICATION_CHANGES_MAX);
 };
+
+/// Longest `db_stall`, in real milliseconds: the world waits for the
+/// database in real time, so a stall is that much wall time per fault.
+pub const DB_STALL_MS_MAX: u64 = 2_000;
+
+/// After a database fault's window ends, `unavailable` answers are still
+/// allowed for this many simulated milliseconds: a connection the fault
+/// broke fails its next call as unavailable and is replaced, and pool
+/// connections are reused one after another within a few steps.
+pub const DB_FAULT_SETTLE_MS: u64 = 1_000;
+
+/// Attempts of a store snapshot before the run fails: a snapshot on a
+/// connection a database fault broke fails once and is retried on a new
+/// one.
+pub const SNAPSHOT_ATTEMPTS_MAX: u32 = 8;

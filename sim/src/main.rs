@@ -7,10 +7,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use connreg::plant::Plant;
 use connreg_sim::{
-    BackendKind, RunOptions, RunReport, Scenario, TraceTarget, parse_seed_range, recheck,
-    repro_command, resolve_scenario_path, run,
+    BackendKind, PlantedBug, RunOptions, RunReport, Scenario, TraceTarget, parse_seed_range,
+    recheck, repro_command, resolve_scenario_path, run,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -28,7 +27,8 @@ enum Command {
     Run(RunArgs),
     /// Run a range of seeds of a scenario.
     Sweep(SweepArgs),
-    /// List the planted bugs.
+    /// List the planted bugs, each with the scenario that catches it at
+    /// seed 1 and the invariant that reports it.
     Plants,
     /// Re-check the invariants of a trace file from the trace alone.
     CheckTrace {
@@ -114,8 +114,14 @@ fn main() -> ExitCode {
         Command::Run(args) => run_one(args),
         Command::Sweep(args) => sweep(args),
         Command::Plants => {
-            for p in Plant::ALL {
-                say!("{:<28} {}", p.name(), p.description());
+            for p in PlantedBug::all() {
+                say!(
+                    "{:<30} {:<44} {:<26} {}",
+                    p.name(),
+                    p.scenario(),
+                    p.invariant(),
+                    p.description()
+                );
             }
             OK
         }
@@ -134,11 +140,11 @@ fn load(path: Option<&str>) -> Result<Scenario, u8> {
     }
 }
 
-fn plant(name: Option<&str>) -> Result<Option<Plant>, u8> {
+fn plant(name: Option<&str>) -> Result<Option<PlantedBug>, u8> {
     match name {
         None => Ok(None),
-        Some(n) => Plant::parse(n).map(Some).ok_or_else(|| {
-            let names: Vec<&str> = Plant::ALL.iter().map(|p| p.name()).collect();
+        Some(n) => PlantedBug::parse(n).map(Some).ok_or_else(|| {
+            let names: Vec<&str> = PlantedBug::all().iter().map(|p| p.name()).collect();
             eprintln!(
                 "connreg-sim: unknown plant {n:?}; one of {}",
                 names.join(", ")

@@ -1,20 +1,27 @@
 //! The PostgreSQL tier (SIM-4): the same scenarios, hosts, faults and
-//! checkers against the registry's PostgreSQL backend on a real server.
+//! checkers against the registry's PostgreSQL backend on a real server,
+//! plus the faults only a real database has.
 //!
 //! Every run gets a fresh database with its own control and data roles
 //! (`connreg::postgres::testing::TestRegistry`, which finds or starts a
-//! server through connreg-pgtest and fails, never skips, without one). The
-//! store is called *offloaded*: backend calls run on a real multi-threaded
-//! Tokio runtime and race for real, and the world waits for them after
-//! every simulated step, so the registry's injected clock (still the
-//! simulated one) never runs ahead of the database. The run is seeded but
-//! not byte-deterministic: the trace says `"deterministic": false` and the
-//! order-sensitive checks are skipped (see `sim/TRACE.md`).
+//! server through connreg-pgtest and fails, never skips, without one). Both
+//! of the registry's pools connect through a fault proxy in this process
+//! (`connreg_pgtest::proxy::FaultProxy`), so a scenario can cut, stall or
+//! terminate its connections or restart the server (`db_cut`, `db_stall`,
+//! `db_terminate`, `db_restart`).
 //!
-//! Faults that make sense here are all of them: they act on the simulated
-//! network and hosts in front of the database, and a registry host crash
-//! drops its in-flight calls while the database commits them. Plants exist
-//! only in the in-memory backend.
+//! The store is called *offloaded*: backend calls run on a real
+//! multi-threaded Tokio runtime and race for real (the calls of one action
+//! too), and the world waits for them after every simulated step, so the
+//! registry's injected clock (still the simulated one) never runs ahead of
+//! the database. Each call's answer carries its commit sequence, and the
+//! world writes a step's answers in commit order: the trace is
+//! `"commit_ordered": true` and every checker runs, the order-sensitive
+//! ones included. The run is seeded but not byte-deterministic
+//! (`"deterministic": false`).
+//!
+//! Plants in the store exist only in the in-memory backend; plants in the
+//! hosts run here too.
 
 use std::rc::Rc;
 
@@ -35,21 +42,33 @@ pub(crate) fn run(
     scenario: Rc<Scenario>,
     plan: &FleetPlan,
     clock: ManualClock,
-    params: WorldParams,
+    mut params: WorldParams,
 ) -> Result<RunReport, RunError> {
-    use connreg::postgres::testing::TestRegistry;
-
     use crate::backend::Store;
     use crate::world::simulate;
 
+    if scenario.restarts_database() {
+        let server = connreg_pgtest::server().map_err(|e| RunError::Backend(e.to_string()))?;
+        if !server.can_restart() {
+            return Err(RunError::Input(format!(
+                "scenario {}: db_restart restarts a server the run started itself, and this one is {} ({} set?); run it with a throwaway local server",
+                scenario.scenario.name,
+                server.source(),
+                connreg_pgtest::DATABASE_URL_VAR
+            )));
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(BACKEND_WORKER_THREADS)
         .enable_all()
         .build()
         .map_err(|e| RunError::Backend(format!("backend runtime: {e}")))?;
-    let registry = runtime
-        .block_on(TestRegistry::open(clock.clone(), plan.config.clone()))
-        .map_err(|e| RunError::Backend(e.to_string()))?;
+    let (registry, database) = runtime.block_on(faulty::open(
+        clock.clone(),
+        plan.config.clone(),
+        runtime.handle().clone(),
+    ))?;
+    params.database = Some(Box::new(database));
     let store = Store::offloaded(registry, runtime.handle().clone());
     // The last clone of the registry (and with it the test database) goes
     // when the world ends, outside any async context.
@@ -69,4 +88,123 @@ pub(crate) fn run(
     Err(RunError::Backend(
         "this build has no PostgreSQL tier: build connreg-sim with its `postgres` feature".into(),
     ))
+}
+
+/// The registry behind a fault proxy, and the database faults.
+#[cfg(feature = "postgres")]
+mod faulty {
+    use connreg::postgres::testing::TestRegistry;
+    use connreg::postgres::{PgConnectOptions, PgRegistry};
+    use connreg::{ManualClock, RegistryConfig};
+    use connreg_pgtest::proxy::FaultProxy;
+    use sqlx::Connection;
+
+    use crate::faults::Database;
+    use crate::run::RunError;
+
+    /// The database of one run, as the world's database faults reach it.
+    pub(super) struct PgDatabase {
+        proxy: FaultProxy,
+        /// The test database's superuser, connected directly (not through
+        /// the proxy), for `pg_terminate_backend`.
+        admin: PgConnectOptions,
+        /// The registry's two roles, whose sessions `terminate` ends.
+        roles: Vec<String>,
+        server: &'static connreg_pgtest::Server,
+        handle: tokio::runtime::Handle,
+    }
+
+    /// A fresh test database, and a registry whose pools connect through a
+    /// fault proxy in front of its server.
+    pub(super) async fn open(
+        clock: ManualClock,
+        config: RegistryConfig,
+        handle: tokio::runtime::Handle,
+    ) -> Result<(PgRegistry, PgDatabase), RunError> {
+        let backend = |e: &dyn std::fmt::Display| RunError::Backend(e.to_string());
+        let test = TestRegistry::create().await.map_err(|e| backend(&e))?;
+        let server = test
+            .database()
+            .map(|d| d.server())
+            .ok_or_else(|| RunError::Backend("the test database has no server".into()))?;
+        let upstream = tokio::net::lookup_host((server.host(), server.port()))
+            .await
+            .map_err(|e| backend(&format!("{}:{}: {e}", server.host(), server.port())))?
+            .next()
+            .ok_or_else(|| RunError::Backend(format!("{} has no address", server.host())))?;
+        let proxy = FaultProxy::start(upstream)
+            .await
+            .map_err(|e| backend(&format!("fault proxy: {e}")))?;
+        let at = proxy.local_addr();
+        let host = at.ip().to_string();
+        let mut options = test.options();
+        for pool in [&mut options.data, &mut options.control] {
+            pool.connect = pool.connect.clone().host(&host).port(at.port());
+        }
+        let admin = test.admin.clone();
+        let roles = vec![test.roles.control.clone(), test.roles.data.clone()];
+        let registry = PgRegistry::connect(options, clock, config)
+            .await
+            .map_err(|e| backend(&e))?
+            .keep_alive(test);
+        Ok((
+            registry,
+            PgDatabase {
+                proxy,
+                admin,
+                roles,
+                server,
+                handle,
+            },
+        ))
+    }
+
+    impl Database for PgDatabase {
+        fn cut_all(&self) -> usize {
+            self.proxy.cut_all()
+        }
+
+        fn cut_next_commit(&self) {
+            self.proxy.cut_next_commit();
+        }
+
+        fn commit_cut_armed(&self) -> bool {
+            self.proxy.commit_cut_armed()
+        }
+
+        fn stall(&self, ms: u64) {
+            self.proxy.stall(std::time::Duration::from_millis(ms));
+        }
+
+        fn terminate(&self) -> Result<u64, String> {
+            let admin = self.admin.clone();
+            let roles = self.roles.clone();
+            self.handle.block_on(async move {
+                let mut conn = sqlx::PgConnection::connect_with(&admin)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                // The victims are chosen first (MATERIALIZED), so the
+                // planner cannot terminate a session before filtering it.
+                let ended: i64 = sqlx::query_scalar(
+                    "WITH victims AS MATERIALIZED ( \
+                       SELECT pid FROM pg_stat_activity \
+                       WHERE datname = current_database() AND usename = ANY($1) \
+                       AND pid <> pg_backend_pid()) \
+                     SELECT count(*) FROM victims WHERE pg_terminate_backend(pid)",
+                )
+                .bind(roles)
+                .fetch_one(&mut conn)
+                .await
+                .map_err(|e| e.to_string())?;
+                let _ = conn.close().await;
+                Ok(u64::try_from(ended).unwrap_or(0))
+            })
+        }
+
+        fn restart(&self) -> Result<(), String> {
+            // Blocks for about a second; no call is in flight meanwhile
+            // except the step's own, which the restart is meant to break.
+            self.server.restart_immediate().map_err(|e| e.to_string())
+        }
+    }
 }

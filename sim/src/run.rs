@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
-use connreg::plant::Plant;
 use connreg::{ManualClock, MemoryRegistry, Timestamp};
 
 use crate::backend::Store;
 use crate::fleet::FleetPlan;
+use crate::plant::PlantedBug;
 use crate::scenario::Scenario;
 use crate::trace::Sink;
 use crate::world::{CLOCK_START_MS, RunReport, WorldParams, simulate};
@@ -53,8 +53,8 @@ pub struct RunOptions {
     pub seed: u64,
     /// The backend.
     pub backend: BackendKind,
-    /// A planted bug (in-memory backend only).
-    pub plant: Option<Plant>,
+    /// A planted bug (those in the store: in-memory backend only).
+    pub plant: Option<PlantedBug>,
     /// Draw fault probabilities and fleet shape from the seed.
     pub swarm: bool,
     /// Where the trace goes.
@@ -75,8 +75,15 @@ pub enum RunError {
 
 /// Runs `scenario` once.
 pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
+    let postgres = opts.backend == BackendKind::Postgres;
+    if !postgres && scenario.has_database_faults() {
+        return Err(RunError::Input(format!(
+            "scenario {}: database faults (db_cut, db_stall, db_terminate, db_restart) need --backend postgres",
+            scenario.scenario.name
+        )));
+    }
     let scenario = if opts.swarm {
-        crate::swarm::draw(scenario, opts.seed)
+        crate::swarm::draw(scenario, opts.seed, postgres)
     } else {
         scenario.clone()
     };
@@ -92,10 +99,11 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError
     let params = WorldParams {
         seed: opts.seed,
         backend: opts.backend.name().to_string(),
-        plant: opts.plant.map(|p| p.name().to_string()),
+        plant: opts.plant,
         swarm: opts.swarm,
         sink,
         offload_wait: Duration::from_secs(30),
+        database: None,
     };
     let plan = FleetPlan::of(&scenario).map_err(RunError::Input)?;
     let clock = ManualClock::new(Timestamp(CLOCK_START_MS));
@@ -103,16 +111,16 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError
         BackendKind::Memory => {
             let mut registry = MemoryRegistry::new(clock.clone(), plan.config.clone())
                 .map_err(|e| RunError::Input(format!("registry configuration: {e}")))?;
-            if let Some(p) = opts.plant {
+            if let Some(p) = opts.plant.and_then(PlantedBug::store) {
                 registry = registry.with_plant(p);
             }
             simulate(Rc::new(scenario), Store::inline(registry), clock, params)
                 .map_err(RunError::Input)
         }
         BackendKind::Postgres => {
-            if opts.plant.is_some() {
+            if opts.plant.and_then(PlantedBug::store).is_some() {
                 return Err(RunError::Input(
-                    "plants exist only in the in-memory backend".into(),
+                    "plants in the store exist only in the in-memory backend".into(),
                 ));
             }
             crate::postgres::run(Rc::new(scenario), &plan, clock, params)
@@ -213,7 +221,7 @@ mod tests {
     fn the_repro_command_names_every_option() {
         let opts = RunOptions {
             seed: 7,
-            plant: Some(Plant::DoubleRelease),
+            plant: Some(PlantedBug::Store(connreg::plant::Plant::DoubleRelease)),
             swarm: true,
             ..RunOptions::default()
         };

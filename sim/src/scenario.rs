@@ -15,9 +15,9 @@ use toml::Spanned;
 
 use crate::counters::CounterBounds;
 use crate::limits::{
-    ACTIONS_PER_DISPATCHER_MAX, CHAOS_FAULTS_MAX, DISPATCHER_CONCURRENCY_MAX, DISPATCHERS_MAX,
-    DUPLICATES_MAX, DURATION_MS_MAX, FLEET_RECORDS_MAX, LATENCY_MS_MAX, LIVENESS_MS_MAX,
-    MIX_ENTRIES_MAX, READERS_MAX, REGISTRY_HOSTS_MAX, REPLICAS_MAX, RETRIES_MAX,
+    ACTIONS_PER_DISPATCHER_MAX, CHAOS_FAULTS_MAX, DB_STALL_MS_MAX, DISPATCHER_CONCURRENCY_MAX,
+    DISPATCHERS_MAX, DUPLICATES_MAX, DURATION_MS_MAX, FLEET_RECORDS_MAX, LATENCY_MS_MAX,
+    LIVENESS_MS_MAX, MIX_ENTRIES_MAX, READERS_MAX, REGISTRY_HOSTS_MAX, REPLICAS_MAX, RETRIES_MAX,
     SCHEDULE_ENTRIES_MAX, TICK_MS_MAX,
 };
 
@@ -553,6 +553,68 @@ pub enum FaultKind {
     LoseAnswers,
     /// Jump the registry clock by `by_ms` (negative: backwards).
     ClockJump,
+    /// PostgreSQL only: the database proxy closes the registry's
+    /// connections, every open one now (`cut = "all"`) or the next one to
+    /// commit, after its commit reached the server (`cut = "next_commit"`).
+    DbCut,
+    /// PostgreSQL only: the database proxy holds every byte for `stall_ms`
+    /// real milliseconds.
+    DbStall,
+    /// PostgreSQL only: an administrator terminates the registry's
+    /// database sessions (`pg_terminate_backend`).
+    DbTerminate,
+    /// PostgreSQL only: the server the run started is shut down
+    /// immediately and started again (refused on a server given by URL).
+    DbRestart,
+}
+
+impl FaultKind {
+    /// True for the faults that act on the database (PostgreSQL only).
+    pub fn is_database(self) -> bool {
+        matches!(
+            self,
+            FaultKind::DbCut | FaultKind::DbStall | FaultKind::DbTerminate | FaultKind::DbRestart
+        )
+    }
+
+    /// The name scenario files and trace events use.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Crash => "crash",
+            FaultKind::Partition => "partition",
+            FaultKind::Hold => "hold",
+            FaultKind::Latency => "latency",
+            FaultKind::Loss => "loss",
+            FaultKind::LoseAnswers => "lose_answers",
+            FaultKind::ClockJump => "clock_jump",
+            FaultKind::DbCut => "db_cut",
+            FaultKind::DbStall => "db_stall",
+            FaultKind::DbTerminate => "db_terminate",
+            FaultKind::DbRestart => "db_restart",
+        }
+    }
+}
+
+/// What a `db_cut` closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CutMode {
+    /// Every open connection, at once: transactions in flight roll back.
+    #[default]
+    All,
+    /// The next connection that commits, once its commit reached the
+    /// server: committed, but the caller gets an error (commit unknown).
+    NextCommit,
+}
+
+impl CutMode {
+    /// The name scenario files and trace events use.
+    pub fn name(self) -> &'static str {
+        match self {
+            CutMode::All => "all",
+            CutMode::NextCommit => "next_commit",
+        }
+    }
 }
 
 /// `[[faults]]`: one scheduled fault.
@@ -596,6 +658,13 @@ pub struct FaultSpec {
     /// For `clock_jump`.
     #[serde(default)]
     pub by_ms: Option<i64>,
+    /// For `db_cut`: what to close (default `all`).
+    #[serde(default)]
+    pub cut: Option<CutMode>,
+    /// For `db_stall`: how long the proxy holds bytes, in real
+    /// milliseconds.
+    #[serde(default)]
+    pub stall_ms: Option<u64>,
 }
 
 /// `[chaos]`: faults drawn from the seed, on top of the scheduled ones.
@@ -623,6 +692,25 @@ pub struct Chaos {
     /// Random forward clock jumps of up to two lease lengths.
     #[serde(default)]
     pub clock_jumps: u32,
+    /// PostgreSQL only: random `db_cut`s (half of them `next_commit`).
+    #[serde(default)]
+    pub db_cuts: u32,
+    /// PostgreSQL only: random `db_stall`s of 50..500 real milliseconds.
+    #[serde(default)]
+    pub db_stalls: u32,
+    /// PostgreSQL only: random `db_terminate`s.
+    #[serde(default)]
+    pub db_terminates: u32,
+    /// PostgreSQL only: random `db_restart`s (seconds of real time each).
+    #[serde(default)]
+    pub db_restarts: u32,
+}
+
+impl Chaos {
+    /// True when it draws database faults.
+    pub fn has_database_faults(&self) -> bool {
+        self.db_cuts + self.db_stalls + self.db_terminates + self.db_restarts > 0
+    }
 }
 
 /// `[expect]`: outcome counts the run must see.
@@ -683,6 +771,22 @@ impl Scenario {
                 message,
             })?;
         Ok(scenario)
+    }
+
+    /// True when a fault acts on the database (scheduled or drawn): the
+    /// scenario runs on PostgreSQL only.
+    pub fn has_database_faults(&self) -> bool {
+        self.faults.iter().any(|f| f.get_ref().kind.is_database())
+            || self.chaos.has_database_faults()
+    }
+
+    /// True when a `db_restart` is scheduled or drawn: the run needs a
+    /// server it started itself.
+    pub fn restarts_database(&self) -> bool {
+        self.faults
+            .iter()
+            .any(|f| f.get_ref().kind == FaultKind::DbRestart)
+            || self.chaos.db_restarts > 0
     }
 
     /// Every host name of this scenario's world, in creation order.
@@ -1340,6 +1444,15 @@ impl Validator<'_> {
                     })?;
                     &["by_ms"]
                 }
+                FaultKind::DbCut => &["cut", "until_ms"],
+                FaultKind::DbStall => {
+                    ensure(f.stall_ms.is_some(), at, || {
+                        "db_stall needs stall_ms".into()
+                    })?;
+                    bounded(at, "stall_ms", f.stall_ms.unwrap_or(0), 1, DB_STALL_MS_MAX)?;
+                    &["stall_ms", "until_ms"]
+                }
+                FaultKind::DbTerminate | FaultKind::DbRestart => &["until_ms"],
             };
             let present = [
                 ("until_ms", f.until_ms.is_some()),
@@ -1353,6 +1466,8 @@ impl Validator<'_> {
                 ("ops", !f.ops.is_empty()),
                 ("count", f.count.is_some()),
                 ("by_ms", f.by_ms.is_some()),
+                ("cut", f.cut.is_some()),
+                ("stall_ms", f.stall_ms.is_some()),
             ];
             for (name, is) in present {
                 ensure(!is || allowed.contains(&name), at, || {
@@ -1373,6 +1488,10 @@ impl Validator<'_> {
             ("chaos.holds", c.holds),
             ("chaos.loss_windows", c.loss_windows),
             ("chaos.clock_jumps", c.clock_jumps),
+            ("chaos.db_cuts", c.db_cuts),
+            ("chaos.db_stalls", c.db_stalls),
+            ("chaos.db_terminates", c.db_terminates),
+            ("chaos.db_restarts", c.db_restarts),
         ] {
             bounded(0, what, n.into(), 0, CHAOS_FAULTS_MAX.into())?;
         }

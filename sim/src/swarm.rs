@@ -5,7 +5,10 @@
 //! so scheduled faults still name real hosts), replica capacities, scope
 //! limits, lease timing, workload ratios and every kind of chaos. Outcome
 //! expectations are dropped (the draw decides which faults fire); every
-//! invariant and the liveness bound still apply.
+//! invariant and the liveness bound still apply. On PostgreSQL it also
+//! draws database cuts, stalls and session terminations (never a server
+//! restart, which costs seconds of real time and needs a server the run
+//! started); the in-memory backend has no database to fault.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -16,8 +19,9 @@ use crate::scenario::{Expect, Scenario};
 /// Liveness bound of a swarm run, at least: room for the drawn faults.
 const SWARM_LIVENESS_MS_MIN: u64 = 3_000;
 
-/// The scenario a swarm run of `seed` uses.
-pub fn draw(base: &Scenario, seed: u64) -> Scenario {
+/// The scenario a swarm run of `seed` uses; `database` when the backend is
+/// a real database (PostgreSQL), whose faults are drawn too.
+pub fn draw(base: &Scenario, seed: u64, database: bool) -> Scenario {
     let mut s = base.clone();
     let mut rng = SmallRng::seed_from_u64(mix64(seed ^ 0x5a4a_12d5_a4a1_2d00));
     let maybe = |rng: &mut SmallRng, p: f64| rng.random_bool(p);
@@ -67,6 +71,17 @@ pub fn draw(base: &Scenario, seed: u64) -> Scenario {
     }
     if maybe(&mut rng, 0.3) {
         c.clock_jumps = 1;
+    }
+    if database {
+        if maybe(&mut rng, 0.5) {
+            c.db_cuts = rng.random_range(1..=2);
+        }
+        if maybe(&mut rng, 0.3) {
+            c.db_stalls = 1;
+        }
+        if maybe(&mut rng, 0.3) {
+            c.db_terminates = 1;
+        }
     }
     s.scenario.liveness_ms = s.scenario.liveness_ms.max(SWARM_LIVENESS_MS_MIN);
     s.expect = Expect::default();

@@ -71,6 +71,10 @@ pub enum Event {
         /// True when a fault dropped the answer after it was computed (and,
         /// for a registry, after the store committed).
         lost: bool,
+        /// The commit sequence of the call's transaction (offloaded calls
+        /// that committed something); absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<u64>,
     },
     /// A call that failed in transport, as its caller saw it.
     RpcFailed {
@@ -163,6 +167,12 @@ pub struct StartInfo {
     /// the trace order is the store's commit order, which the
     /// order-sensitive checks rely on.
     pub deterministic: bool,
+    /// True when the registry answers are in the store's commit order: on
+    /// the in-memory backend (emission order is commit order) and on
+    /// PostgreSQL (answers ordered by their commit sequence within each
+    /// step). The order-sensitive checks run only on such traces.
+    #[serde(default)]
+    pub commit_ordered: bool,
     /// The scenario's expectations.
     pub expect: Expect,
 }
@@ -259,6 +269,33 @@ pub enum FaultEvent {
     },
     /// The `lose_answers` window ended.
     LoseAnswersEnd,
+    /// The database proxy closed connections: every open one (`mode`
+    /// `all`), or the next one that commits, after the commit reached the
+    /// server (`mode` `next_commit`).
+    DbCut {
+        /// `all` or `next_commit`.
+        mode: String,
+        /// Connections closed (`all`); 0 for `next_commit`, which is armed.
+        connections: u64,
+    },
+    /// The database proxy holds every byte for `stall_ms` real milliseconds.
+    DbStall {
+        /// How long, in real milliseconds.
+        stall_ms: u64,
+    },
+    /// The registry's database sessions were terminated by an administrator.
+    DbTerminate {
+        /// Sessions terminated.
+        sessions: u64,
+    },
+    /// The database server was shut down immediately and started again.
+    DbRestart,
+    /// A database fault's window ended; `unavailable` answers are allowed
+    /// for the settle window after it (see `sim/TRACE.md`).
+    DbFaultEnd {
+        /// `db_cut`, `db_stall`, `db_terminate` or `db_restart`.
+        kind: String,
+    },
     /// The registry clock jumped.
     ClockJump {
         /// By how much.

@@ -22,11 +22,14 @@ use rand::rngs::SmallRng;
 use crate::backend::{Backend, Store};
 use crate::check::Checker;
 use crate::counters::Counters;
-use crate::faults::{Action, Scheduled, schedule};
+use crate::faults::{Action, Database, Scheduled, schedule};
 use crate::fleet::{FleetPlan, MixPlan};
 use crate::hosts::{self, Ctx, LoseWindow, mix64};
-use crate::limits::{STEPS_MAX, VIOLATIONS_RECORDED_MAX};
-use crate::scenario::{Scenario, dispatcher_host, reader_host, registry_host, replica_host};
+use crate::limits::{SNAPSHOT_ATTEMPTS_MAX, STEPS_MAX, VIOLATIONS_RECORDED_MAX};
+use crate::plant::PlantedBug;
+use crate::scenario::{
+    CutMode, FaultKind, Scenario, dispatcher_host, reader_host, registry_host, replica_host,
+};
 use crate::trace::{
     EndInfo, Event, FaultEvent, ReplicaRow, ScopeRow, Sink, Snapshot, StartInfo, TRACE_FORMAT,
     TraceWriter, Violation,
@@ -36,6 +39,11 @@ use crate::trace::{
 /// fixed value works; a large one keeps backward clock jumps positive.
 pub(crate) const CLOCK_START_MS: u64 = 1_000_000_000;
 
+/// Real time between the start of a step's offloaded calls and a database
+/// fault that strikes during the step: long enough for transactions to
+/// begin, short next to one (a few milliseconds on a local server).
+const IN_STEP_FAULT_DELAY: Duration = Duration::from_micros(1_500);
+
 /// Turmoil's simulated epoch (2023-11-14), fixed so nothing depends on
 /// when a run happens.
 const EPOCH_SECS: u64 = 1_700_000_000;
@@ -44,11 +52,13 @@ const EPOCH_SECS: u64 = 1_700_000_000;
 pub(crate) struct WorldParams {
     pub(crate) seed: u64,
     pub(crate) backend: String,
-    pub(crate) plant: Option<String>,
+    pub(crate) plant: Option<PlantedBug>,
     pub(crate) swarm: bool,
     pub(crate) sink: Sink,
     /// Longest real time to wait for offloaded backend calls in one step.
     pub(crate) offload_wait: Duration,
+    /// The database behind the store, for database faults.
+    pub(crate) database: Option<Box<dyn Database>>,
 }
 
 /// What one run did.
@@ -150,6 +160,11 @@ struct World<B: Backend> {
     faults_fired: u64,
     offload_wait: Duration,
     base_latency_ms: u64,
+    database: Option<Box<dyn Database>>,
+    /// Ends of `next_commit` cut windows waiting for their cut to fire.
+    armed_cut_ends: u32,
+    /// Database faults that strike while the step's calls run.
+    in_step: Vec<Action>,
 }
 
 /// Runs one scenario against `store` and returns what happened.
@@ -172,6 +187,7 @@ pub(crate) fn simulate<B: Backend>(
         plan.clone(),
         mix,
         TraceWriter::new(params.sink),
+        params.plant,
     ));
     let deterministic = !store.is_offloaded();
     let mut world = World {
@@ -186,6 +202,9 @@ pub(crate) fn simulate<B: Backend>(
         faults_fired: 0,
         offload_wait: params.offload_wait,
         base_latency_ms: scenario.scenario.latency_ms[1],
+        database: params.database,
+        armed_cut_ends: 0,
+        in_step: Vec::new(),
     };
     world.set_time(0);
     ctx.emit(Event::Start(Box::new(StartInfo {
@@ -193,9 +212,10 @@ pub(crate) fn simulate<B: Backend>(
         scenario: scenario.scenario.name.clone(),
         seed: params.seed,
         backend: params.backend.clone(),
-        plant: params.plant.clone(),
+        plant: params.plant.map(|p| p.name().to_string()),
         swarm: params.swarm,
         deterministic,
+        commit_ordered: true,
         expect: scenario.expect.clone(),
     })));
     let publication = plan.publication();
@@ -244,12 +264,14 @@ pub(crate) fn simulate<B: Backend>(
             });
             healed = Some(deadline);
         }
+        world.end_fired_cuts();
         world.set_time(t);
         if let Err(e) = sim.step() {
             world.checker.run_failure(format!("a host failed: {e}"));
             world.after_step();
             break;
         }
+        world.apply_in_step();
         world.wait_offloaded();
         steps += 1;
         t += tick;
@@ -267,6 +289,7 @@ pub(crate) fn simulate<B: Backend>(
         }
     }
     world.set_time(t);
+    world.end_fired_cuts();
     world.ctx.dirty.set(true);
     world.snapshot();
     world.observe_pending();
@@ -478,6 +501,96 @@ impl<B: Backend> World<B> {
                 let clock = connreg::Clock::now(&self.clock);
                 self.fault(FaultEvent::ClockJump { by_ms, clock });
             }
+            // Cuts, terminations and restarts strike while the step's
+            // calls run, so transactions are caught in the middle.
+            Action::DbCut(CutMode::All) | Action::DbTerminate | Action::DbRestart => {
+                self.in_step.push(s.action)
+            }
+            Action::DbCut(CutMode::NextCommit) | Action::DbStall(_) | Action::DbEnd(_) => {
+                self.apply_database(s.action)
+            }
+        }
+    }
+
+    /// Applies the database faults that strike during the step, once its
+    /// calls have had a moment to start their transactions.
+    fn apply_in_step(&mut self) {
+        if self.in_step.is_empty() {
+            return;
+        }
+        // The offloaded tier only: its calls run in real time.
+        #[allow(clippy::disallowed_methods)]
+        std::thread::sleep(IN_STEP_FAULT_DELAY); // determinism-ok: database faults only
+        for action in std::mem::take(&mut self.in_step) {
+            self.apply_database(action);
+        }
+    }
+
+    /// Applies a database fault. Validation refuses them on a backend
+    /// without a database, so `database` is there.
+    fn apply_database(&mut self, action: Action) {
+        let Some(db) = self.database.as_ref() else {
+            self.checker
+                .run_failure("a database fault on a backend without a database".into());
+            return;
+        };
+        let event = match action {
+            Action::DbCut(CutMode::All) => FaultEvent::DbCut {
+                mode: CutMode::All.name().into(),
+                connections: db.cut_all() as u64,
+            },
+            Action::DbCut(CutMode::NextCommit) => {
+                db.cut_next_commit();
+                FaultEvent::DbCut {
+                    mode: CutMode::NextCommit.name().into(),
+                    connections: 0,
+                }
+            }
+            Action::DbStall(ms) => {
+                db.stall(ms);
+                FaultEvent::DbStall { stall_ms: ms }
+            }
+            Action::DbTerminate => match db.terminate() {
+                Ok(sessions) => FaultEvent::DbTerminate { sessions },
+                Err(e) => {
+                    self.checker
+                        .run_failure(format!("db_terminate failed: {e}"));
+                    FaultEvent::DbTerminate { sessions: 0 }
+                }
+            },
+            Action::DbRestart => {
+                if let Err(e) = db.restart() {
+                    self.checker.run_failure(format!("db_restart failed: {e}"));
+                }
+                FaultEvent::DbRestart
+            }
+            Action::DbEnd(kind) => {
+                // A commit cut's window lasts until the cut fired.
+                if kind == FaultKind::DbCut && db.commit_cut_armed() {
+                    self.armed_cut_ends += 1;
+                    return;
+                }
+                FaultEvent::DbFaultEnd {
+                    kind: kind.name().into(),
+                }
+            }
+            _ => return,
+        };
+        self.fault(event);
+    }
+
+    /// Ends the `db_cut` windows whose commit cut has fired by now.
+    fn end_fired_cuts(&mut self) {
+        let Some(db) = self.database.as_ref() else {
+            return;
+        };
+        if self.armed_cut_ends == 0 || db.commit_cut_armed() {
+            return;
+        }
+        for _ in 0..std::mem::take(&mut self.armed_cut_ends) {
+            self.fault(FaultEvent::DbFaultEnd {
+                kind: FaultKind::DbCut.name().into(),
+            });
         }
     }
 
@@ -514,9 +627,10 @@ impl<B: Backend> World<B> {
         }
     }
 
-    /// Moves the answers offloaded calls recorded into the trace.
+    /// Moves the answers offloaded calls recorded into the trace, in
+    /// commit order (see [`commit_order`]).
     fn record_offloaded(&mut self) {
-        for event in self.store.take_recorded() {
+        for event in commit_order(self.store.take_recorded()) {
             self.ctx.dirty.set(true);
             self.ctx.emit(event);
         }
@@ -535,15 +649,24 @@ impl<B: Backend> World<B> {
         if !self.ctx.dirty.replace(false) {
             return;
         }
-        match self.store.snapshot() {
-            Ok(snap) => {
-                if let Some(diff) = self.mirror.diff(snap) {
-                    self.ctx.emit(Event::Snapshot(diff));
+        // A connection a database fault broke fails one call and is
+        // replaced: a failed snapshot is taken again on another.
+        let mut attempt = 1;
+        let snap = loop {
+            match self.store.snapshot() {
+                Ok(snap) => break snap,
+                Err(_) if attempt < SNAPSHOT_ATTEMPTS_MAX && self.database.is_some() => {
+                    attempt += 1;
+                }
+                Err(e) => {
+                    self.checker
+                        .run_failure(format!("the store snapshot failed: {e}"));
+                    return;
                 }
             }
-            Err(e) => self
-                .checker
-                .run_failure(format!("the store snapshot failed: {e}")),
+        };
+        if let Some(diff) = self.mirror.diff(snap) {
+            self.ctx.emit(Event::Snapshot(diff));
         }
     }
 
@@ -582,5 +705,79 @@ impl<B: Backend> World<B> {
         progress
             .iter()
             .all(|(name, p)| p.done || !sim.is_host_running(name.as_str()))
+    }
+}
+
+/// Puts the answers of one step's offloaded calls in commit order.
+///
+/// Answers that carry a commit sequence are sorted by it, into the places
+/// such answers hold in return order; an answer without one (a call that
+/// committed nothing: a read, or an error that rolled back) keeps its
+/// place. Every call of a step finished before the step ended and none of
+/// the next step's began, so across steps the trace is in commit order
+/// already.
+pub(crate) fn commit_order(events: Vec<Event>) -> Vec<Event> {
+    let sequence = |e: &Event| match e {
+        Event::Reply { commit, .. } => *commit,
+        _ => None,
+    };
+    let mut committed: Vec<(u64, usize)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| sequence(e).map(|s| (s, i)))
+        .collect();
+    let places: Vec<usize> = committed.iter().map(|(_, i)| *i).collect();
+    committed.sort_unstable();
+    let mut slots: Vec<Option<Event>> = events.into_iter().map(Some).collect();
+    let mut out: Vec<Option<Event>> = slots.iter().map(|_| None).collect();
+    for (place, (_, from)) in places.iter().zip(&committed) {
+        out[*place] = slots[*from].take();
+    }
+    for (i, slot) in slots.into_iter().enumerate() {
+        if slot.is_some() {
+            out[i] = slot;
+        }
+    }
+    out.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Response;
+
+    fn reply(id: u64, commit: Option<u64>) -> Event {
+        Event::Reply {
+            id,
+            from: "registry-0".into(),
+            to: "dispatcher-0".into(),
+            resp: Response::Refused {
+                reason: String::new(),
+            },
+            lost: false,
+            commit,
+        }
+    }
+
+    fn ids(events: &[Event]) -> Vec<u64> {
+        events
+            .iter()
+            .map(|e| match e {
+                Event::Reply { id, .. } => *id,
+                _ => 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn committed_answers_take_commit_order_and_the_others_keep_their_place() {
+        let events = vec![
+            reply(1, Some(30)),
+            reply(2, None),
+            reply(3, Some(10)),
+            reply(4, Some(20)),
+            reply(5, None),
+        ];
+        assert_eq!(ids(&commit_order(events)), vec![3, 2, 4, 1, 5]);
     }
 }

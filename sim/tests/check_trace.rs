@@ -5,7 +5,7 @@
 use std::io::BufRead;
 
 use connreg::plant::Plant;
-use connreg_sim::{RunOptions, RunReport, Scenario, TraceTarget, recheck, run};
+use connreg_sim::{PlantedBug, RunOptions, RunReport, Scenario, TraceTarget, recheck, run};
 
 fn scenario(file: &str) -> Scenario {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -17,7 +17,7 @@ fn scenario(file: &str) -> Scenario {
 fn traced(file: &str, seed: u64, plant: Option<Plant>) -> (RunReport, Vec<u8>) {
     let opts = RunOptions {
         seed,
-        plant,
+        plant: plant.map(PlantedBug::Store),
         trace: TraceTarget::Memory,
         ..RunOptions::default()
     };

@@ -72,7 +72,7 @@ fn plants_are_refused_on_postgres() {
     let opts = RunOptions {
         seed: 1,
         backend: BackendKind::Postgres,
-        plant: Some(connreg::plant::Plant::DoubleRelease),
+        plant: Some(connreg::plant::Plant::DoubleRelease.into()),
         ..RunOptions::default()
     };
     assert!(run(&Scenario::standard(), &opts).is_err());

@@ -1,6 +1,7 @@
 //! Goal: every scenario file is well formed, named after the one behaviour
 //! it proves, and passes a short seed sweep on the in-memory backend with
-//! every invariant and expectation holding.
+//! every invariant and expectation holding; a scenario with database
+//! faults is refused there as bad input (it runs on PostgreSQL).
 
 use std::path::PathBuf;
 
@@ -21,9 +22,9 @@ fn scenario_files() -> Vec<PathBuf> {
 }
 
 #[test]
-fn there_are_thirteen_scenarios_named_nnnn_slug() {
+fn there_are_seventeen_scenarios_named_nnnn_slug() {
     let files = scenario_files();
-    assert!(files.len() >= 13, "{} scenario files", files.len());
+    assert!(files.len() >= 17, "{} scenario files", files.len());
     for (i, path) in files.iter().enumerate() {
         let stem = path.file_stem().unwrap().to_str().unwrap();
         let (number, slug) = stem.split_once('_').expect("NNNN_slug.toml");
@@ -46,11 +47,43 @@ fn the_standard_scenario_is_the_first_file() {
     assert_eq!(built_in.scenario.name, first.scenario.name);
 }
 
+/// The scenarios the in-memory backend runs: those without database faults.
+fn memory_scenarios() -> Vec<(PathBuf, Scenario)> {
+    scenario_files()
+        .into_iter()
+        .map(|p| {
+            let s = Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"));
+            (p, s)
+        })
+        .filter(|(_, s)| !s.has_database_faults())
+        .collect()
+}
+
+#[test]
+fn database_faults_are_refused_on_the_memory_backend() {
+    // spec: SIM-4 (the in-memory backend has no database to fault)
+    let mut refused = 0;
+    for path in scenario_files() {
+        let s = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        if !s.has_database_faults() {
+            continue;
+        }
+        let err = run(&s, &RunOptions::default()).expect_err("refused");
+        assert!(
+            matches!(err, connreg_sim::RunError::Input(_)),
+            "{}: {err}",
+            path.display()
+        );
+        assert!(err.to_string().contains("--backend postgres"), "{err}");
+        refused += 1;
+    }
+    assert!(refused >= 4, "{refused} scenarios with database faults");
+}
+
 #[test]
 fn every_scenario_passes_a_short_sweep() {
     // spec: SIM-2, SIM-3
-    for path in scenario_files() {
-        let s = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    for (path, s) in memory_scenarios() {
         for seed in SEEDS {
             let opts = RunOptions {
                 seed,
@@ -70,8 +103,7 @@ fn every_scenario_passes_a_short_sweep() {
 #[test]
 fn every_scenario_holds_its_invariants_in_swarm_mode() {
     // spec: SIM-2, SIM-3 (faults and fleet shape drawn from the seed)
-    for path in scenario_files() {
-        let s = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    for (path, s) in memory_scenarios() {
         let opts = RunOptions {
             seed: 5,
             swarm: true,

@@ -3,6 +3,11 @@
 //! afterwards (`connreg-sim check-trace`).
 //!
 //! - `catalog`: the catalog model rebuilt from publications.
+//! - `unavailable`: `no_spurious_unavailable`, the database fault windows.
+//! - `orphan`: `no_orphan_reservation`, how actions ended.
+//!
+//! The other invariants still live here, over the shared state; they move
+//! to a file each as they are changed.
 //!
 //! The invariants, each with the rules it protects (SIM-3):
 //!
@@ -17,12 +22,16 @@
 //! | `revision_by_publication` | CAT-1, CAT-3 | a revision appears that no publication made, or a publication skips one |
 //! | `fence_unique` | ROUTE-7, SETTLE-2 | a fence is issued twice or held by two actions |
 //! | `no_cross_tenant_disclosure` | ROUTE-4, CAT-5, CAT-7 | an answer carries another tenant's route, or a page lists what the reader may not call |
-//! | `route_eligibility` | ROUTE-5, ROUTE-9, ROUTE-11 | a new route uses an ineligible binding chain, class, region, or (deterministic runs) a replica that is not ready or whose circuit is open |
+//! | `route_eligibility` | ROUTE-5, ROUTE-9, ROUTE-11 | a new route uses an ineligible binding chain, class, region, or (commit-ordered traces) a replica that is not ready or whose circuit is open |
 //! | `circuit_closed_by_operator` | SETTLE-6 | an open circuit closes without an operator action |
+//! | `no_spurious_unavailable` | SIM-3 | a registry answers `unavailable` while no database fault is active or settling |
+//! | `no_orphan_reservation` | ROUTE-8, SETTLE-1 | at the end, a reservation is held by an action every dispatcher ended |
 //! | `liveness` | SIM-3 | a surviving dispatcher's action has not ended by the deadline after the heal |
 //! | `expectation` | SIM-2 | a counter the scenario expects is out of bounds (a fault that never fired) |
 
 mod catalog;
+mod orphan;
+mod unavailable;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,6 +43,8 @@ use connreg::{
 };
 
 pub use catalog::CatalogModel;
+use orphan::ActionFates;
+use unavailable::DbFaultWindows;
 
 use crate::counters::Counters;
 use crate::scenario::{Expect, replica_host};
@@ -67,6 +78,10 @@ pub mod invariant {
     pub const ELIGIBLE: (&str, &str) = ("route_eligibility", "ROUTE-5 ROUTE-9 ROUTE-11");
     /// See the module table.
     pub const CIRCUIT: (&str, &str) = ("circuit_closed_by_operator", "SETTLE-6");
+    /// See the module table.
+    pub const SPURIOUS_UNAVAILABLE: (&str, &str) = ("no_spurious_unavailable", "SIM-3");
+    /// See the module table.
+    pub const ORPHAN: (&str, &str) = ("no_orphan_reservation", "ROUTE-8 SETTLE-1");
     /// See the module table.
     pub const LIVENESS: (&str, &str) = ("liveness", "SIM-3");
     /// See the module table.
@@ -103,7 +118,11 @@ impl Truth {
 /// The checkers' state: everything learnt from the trace so far.
 #[derive(Debug, Default)]
 pub struct Checker {
+    /// The trace is byte-deterministic (the in-memory backend).
     deterministic: bool,
+    /// The trace is in the store's commit order (`start.deterministic` or
+    /// `start.commit_ordered`): the order-sensitive checks run.
+    ordered: bool,
     expect: Expect,
     counters: Counters,
     violations: u64,
@@ -126,6 +145,16 @@ pub struct Checker {
     open_actions: BTreeMap<(String, u64), ActionId>,
     deadline_ms: Option<u64>,
     deferred: Vec<Deferred>,
+    db_faults: DbFaultWindows,
+    fates: ActionFates,
+    /// Actions a resolve of which was answered `unavailable`: it may have
+    /// committed all the same (a lost COMMIT reply), so a reservation no
+    /// answer carried is theirs to learn from the store.
+    commit_unknown: BTreeSet<ActionId>,
+    /// Fences a `created` or `reserved` answer carried.
+    issued_by_answer: BTreeSet<FenceToken>,
+    /// The highest call ID sent so far.
+    last_call: u64,
 }
 
 /// A check that waits for the publication of the revision it read.
@@ -177,6 +206,7 @@ impl Checker {
         match &record.event {
             Event::Start(info) => {
                 self.deterministic = info.deterministic;
+                self.ordered = info.deterministic || info.commit_ordered;
                 self.expect = info.expect.clone();
             }
             Event::Setup {
@@ -192,6 +222,7 @@ impl Checker {
                 }
             }
             Event::Rpc { id, from, to, req } => {
+                self.last_call = self.last_call.max(*id);
                 self.on_request(from, to, req);
                 self.calls.insert(*id, (from.clone(), req.clone()));
             }
@@ -209,7 +240,8 @@ impl Checker {
                     );
                     return;
                 };
-                self.on_reply(&req, resp, *lost);
+                self.on_reply(&req, resp, *lost, t);
+                self.follow_fates(*id, &req, resp);
             }
             Event::RpcFailed { .. } => self.counters.rpc_failures += 1,
             Event::Ledger {
@@ -266,6 +298,7 @@ impl Checker {
                     _ => self.counters.actions_failed += 1,
                 }
                 self.open_actions.remove(&(dispatcher.clone(), *n));
+                self.fates.ended(action);
                 if let Some(deadline) = self.deadline_ms
                     && t > deadline
                 {
@@ -275,16 +308,24 @@ impl Checker {
                     );
                 }
             }
-            Event::Fault(f) => self.on_fault(f),
+            Event::Fault(f) => self.on_fault(f, t),
             Event::Heal { deadline_ms } => self.deadline_ms = Some(*deadline_ms),
             Event::Snapshot(s) => self.on_snapshot(s),
             Event::Violation(_) | Event::Check { .. } | Event::End(_) => {}
         }
     }
 
-    /// End-of-run checks: liveness and expectations.
+    /// End-of-run checks: orphaned reservations, liveness and
+    /// expectations.
     pub fn finish(&mut self) {
         self.run_deferred(true);
+        let carried = |f: FenceToken| self.issued_by_answer.contains(&f);
+        let orphans = self
+            .fates
+            .orphans(&self.store_routes, self.open_actions.values(), carried);
+        for detail in orphans {
+            self.violate(invariant::ORPHAN, detail);
+        }
         let open: Vec<((String, u64), ActionId)> =
             std::mem::take(&mut self.open_actions).into_iter().collect();
         for ((dispatcher, _), action) in open {
@@ -367,9 +408,41 @@ impl Checker {
         }
     }
 
-    fn on_reply(&mut self, req: &Request, resp: &Response, lost: bool) {
+    /// What `no_orphan_reservation` learns from an answer to call `call`.
+    fn follow_fates(&mut self, call: u64, req: &Request, resp: &Response) {
+        match (req, resp) {
+            (Request::Resolve { request }, Response::Resolve { result: Ok(r) }) => {
+                // An `existing` answer is the first to carry a reservation
+                // whose creating answer was lost with its COMMIT reply.
+                let fence = r.assignment.reservation.fence;
+                if self.issued_by_answer.insert(fence) || r.kind != ResolveKind::Existing {
+                    self.fates.reserved(&request.action, call, fence);
+                }
+            }
+            (Request::Resolve { request }, Response::Resolve { result: Err(e) })
+                if e.kind == "unavailable" =>
+            {
+                self.fates.unknown(&request.action, call);
+            }
+            (Request::Settle { params }, Response::Settle { result: Ok(s) }) if s.released => {
+                self.fates
+                    .released(&params.assignment.identity.action, self.last_call);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_reply(&mut self, req: &Request, resp: &Response, lost: bool, t: u64) {
         if lost {
             self.counters.answers_lost += 1;
+        }
+        if resp.error_kind() == Some("unavailable") {
+            if let Some(detail) = self.db_faults.check(req.op(), t) {
+                self.violate(invariant::SPURIOUS_UNAVAILABLE, detail);
+            }
+            if let Request::Resolve { request } = req {
+                self.commit_unknown.insert(request.action.clone());
+            }
         }
         if let Some(kind) = resp.error_kind() {
             match kind {
@@ -432,7 +505,7 @@ impl Checker {
                     let circuit = self.replica_model.get(r).map(|m| m.1).unwrap_or(false);
                     self.replica_model
                         .insert(r.clone(), (ReplicaState::Offline, circuit));
-                    if !self.deterministic {
+                    if !self.ordered {
                         // A settlement racing this batch may be recorded
                         // after it yet have committed before it; the next
                         // snapshot tells which released what.
@@ -586,7 +659,29 @@ impl Checker {
             ResolveKind::Existing => "existing",
             ResolveKind::Reserved => "reserved",
         };
-        if self.deterministic
+        if resolved.kind == ResolveKind::Existing
+            && (!self.deterministic || self.commit_unknown.contains(action))
+            && !self.issued.contains_key(&fence)
+            && self
+                .latest
+                .get(action)
+                .is_none_or(|l| l.reservation.fence < fence)
+        {
+            // The reservation of a resolve whose COMMIT reply was lost: an
+            // earlier call answered `unavailable`, or (on a real database)
+            // the registry tried the call again on a new connection and
+            // found the route its first attempt committed. This answer is
+            // the first to carry it; the store must agree (snapshots).
+            self.issued.insert(fence, action.clone());
+            if self
+                .latest
+                .get(action)
+                .is_none_or(|l| l.reservation.fence < fence)
+            {
+                self.latest.insert(action.clone(), a.clone());
+            }
+        }
+        if self.ordered
             && resolved.kind == ResolveKind::Existing
             && let Some(latest) = self.latest.get(action)
             && latest != a
@@ -662,9 +757,7 @@ impl Checker {
     /// publication that made it is in the trace: on a real database a
     /// reader's answer can be recorded just before the publisher's.
     fn awaits_publication(&self, revision: Revision) -> bool {
-        !self.deterministic
-            && revision > self.max_published
-            && !self.catalogs.contains_key(&revision)
+        !self.ordered && revision > self.max_published && !self.catalogs.contains_key(&revision)
     }
 
     /// Runs the checks that waited for a publication: those whose revision
@@ -762,7 +855,7 @@ impl Checker {
                 a.destination.region
             ));
         }
-        if self.deterministic
+        if self.ordered
             && let Some((state, open)) = self.replica_model.get(&a.destination.replica)
         {
             if *state != ReplicaState::Ready {
@@ -842,7 +935,7 @@ impl Checker {
                 );
                 self.violate(invariant::IDEMPOTENT, detail);
             }
-            None if self.deterministic => self.violate(
+            None if self.ordered => self.violate(
                 invariant::IDEMPOTENT,
                 format!("a settlement of {action} succeeded for an assignment no registry issued"),
             ),
@@ -859,7 +952,8 @@ impl Checker {
         }
     }
 
-    fn on_fault(&mut self, f: &FaultEvent) {
+    fn on_fault(&mut self, f: &FaultEvent, t: u64) {
+        self.db_faults.on_fault(f, t);
         match f {
             FaultEvent::Crash { hosts } => {
                 self.counters.crashes += hosts.len() as u64;
@@ -871,7 +965,9 @@ impl Checker {
                         .cloned()
                         .collect();
                     for key in gone {
-                        self.open_actions.remove(&key);
+                        if let Some(action) = self.open_actions.remove(&key) {
+                            self.fates.abandoned(&action);
+                        }
                         self.counters.actions_abandoned += 1;
                     }
                 }
@@ -882,7 +978,12 @@ impl Checker {
             FaultEvent::Latency { .. } => self.counters.latency_spikes += 1,
             FaultEvent::Loss { .. } => self.counters.loss_windows += 1,
             FaultEvent::ClockJump { .. } => self.counters.clock_jumps += 1,
-            FaultEvent::Repair { .. }
+            FaultEvent::DbCut { .. } => self.counters.db_cuts += 1,
+            FaultEvent::DbStall { .. } => self.counters.db_stalls += 1,
+            FaultEvent::DbTerminate { .. } => self.counters.db_terminates += 1,
+            FaultEvent::DbRestart => self.counters.db_restarts += 1,
+            FaultEvent::DbFaultEnd { .. }
+            | FaultEvent::Repair { .. }
             | FaultEvent::Release { .. }
             | FaultEvent::LatencyRestore { .. }
             | FaultEvent::LossEnd
@@ -968,7 +1069,7 @@ impl Checker {
                     self.violate(invariant::FENCE, detail);
                 }
                 Some(_) => {}
-                None if self.deterministic => self.violate(
+                None if self.ordered && !self.commit_unknown.contains(action) => self.violate(
                     invariant::ONE_ROUTE,
                     format!(
                         "the stored route of {action} holds fence {}, which no answer carried",
@@ -976,11 +1077,27 @@ impl Checker {
                     ),
                 ),
                 None => {
+                    // Not ordered, or a resolve whose COMMIT reply was
+                    // lost: the store is the first to show this fence.
                     self.issued.insert(fence, action.clone());
+                    if self
+                        .latest
+                        .get(action)
+                        .is_none_or(|l| l.reservation.fence < fence)
+                    {
+                        self.latest.insert(action.clone(), a.clone());
+                    }
                 }
             }
             if !r.reserved {
                 self.released.insert(fence);
+                let was_reserved = self
+                    .store_routes
+                    .get(action)
+                    .is_none_or(|old| old.reserved || old.assignment.reservation.fence != fence);
+                if was_reserved {
+                    self.fates.released(action, self.last_call);
+                }
             }
             self.store_routes.insert(action.clone(), r.clone());
         }

@@ -19,6 +19,7 @@ use super::rpc::{CallError, call};
 use super::{Ctx, backoff_ms, between, sleep_ms};
 use crate::fleet::MixPlan;
 use crate::limits::RETRIES_MAX;
+use crate::plant::PlantedBug;
 use crate::scenario::replica_host;
 use crate::trace::Event;
 use crate::wire::{Execution, REGISTRY_PORT, REPLICA_PORT, Request, Response};
@@ -233,6 +234,17 @@ impl Action {
                     request: request.clone(),
                 })
                 .await;
+            if self.ctx.plant == Some(PlantedBug::CommitReplyLostAsFailure)
+                && match &answer {
+                    Err(_) => true,
+                    Ok(Response::Resolve { result: Err(e) }) => e.kind == "unavailable",
+                    Ok(_) => false,
+                }
+            {
+                // Planted: the resolve may have committed, but the action
+                // is given up as failed instead of retried under its ID.
+                return Err("unavailable".into());
+            }
             match answer {
                 Ok(Response::Resolve { result: Ok(r) }) => return Ok(r.assignment),
                 Ok(Response::Resolve { result: Err(e) }) => match e.kind.as_str() {

@@ -29,6 +29,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::fleet::{FleetPlan, MixPlan};
+use crate::plant::PlantedBug;
 use crate::scenario::Scenario;
 use crate::trace::{Event, TraceWriter};
 
@@ -69,8 +70,8 @@ pub(crate) struct Ctx {
     health_seq: RefCell<BTreeMap<ReplicaId, u64>>,
     pub(crate) dispatchers: RefCell<BTreeMap<String, DispatcherProgress>>,
     pub(crate) lose: RefCell<LoseAnswers>,
-    /// Per-action locks of offloaded registry calls (see `registry`).
-    pub(crate) action_locks: RefCell<BTreeMap<connreg::ActionId, Rc<tokio::sync::RwLock<()>>>>,
+    /// A bug planted in the hosts (registry or dispatcher), if any.
+    pub(crate) plant: Option<PlantedBug>,
 }
 
 impl Ctx {
@@ -80,6 +81,7 @@ impl Ctx {
         plan: Rc<FleetPlan>,
         mix: Vec<MixPlan>,
         trace: TraceWriter,
+        plant: Option<PlantedBug>,
     ) -> Ctx {
         let registry_hosts = (0..scenario.registry.hosts)
             .map(crate::scenario::registry_host)
@@ -97,7 +99,7 @@ impl Ctx {
             health_seq: RefCell::new(BTreeMap::new()),
             dispatchers: RefCell::new(BTreeMap::new()),
             lose: RefCell::new(LoseAnswers::default()),
-            action_locks: RefCell::new(BTreeMap::new()),
+            plant,
         }
     }
 

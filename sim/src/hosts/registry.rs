@@ -5,14 +5,25 @@
 //! as soon as the store returns it, see `backend`). A
 //! `lose_answers` fault (or chaos) drops the answer after the store
 //! committed: the caller times out and must retry with the same action ID.
+//!
+//! The calls of one action are not serialized here. On the in-memory
+//! backend the store serializes them; on PostgreSQL they race for real,
+//! and the trace is still in commit order because the world orders each
+//! step's answers by their commit sequence (`sim/TRACE.md`).
 
 use std::rc::Rc;
+
+use rand::Rng;
 
 use super::Ctx;
 use super::rpc::serve;
 use crate::backend::{Backend, Store};
+use crate::plant::PlantedBug;
 use crate::trace::Event;
-use crate::wire::{Envelope, REGISTRY_PORT, Request, Response};
+use crate::wire::{Envelope, REGISTRY_PORT, Request, Response, WireError};
+
+/// Share of resolves the `spurious-unavailable` plant answers `unavailable`.
+const SPURIOUS_UNAVAILABLE_RATIO: f64 = 0.1;
 
 /// Runs one incarnation of registry host `me`.
 pub(crate) async fn run<B: Backend>(ctx: Rc<Ctx>, store: Store<B>, me: String) -> turmoil::Result {
@@ -38,34 +49,36 @@ async fn handle<B: Backend>(
     let Envelope { id, from, request } = envelope;
     let op = request.op();
     let mutates = request.mutates();
-    // Offloaded calls complete in real time, in any order. Serializing the
-    // calls of one action (resolves share, settlements exclude) keeps the
-    // trace order of its answers equal to their commit order, which the
-    // settlement checks rely on. Resolves of one action still race.
-    let lock = match (&request, store.is_offloaded()) {
-        (Request::Resolve { request: r }, true) => Some((action_lock(ctx, &r.action), false)),
-        (Request::Settle { params }, true) => {
-            Some((action_lock(ctx, &params.assignment.identity.action), true))
-        }
-        _ => None,
-    };
-    let _shared = match &lock {
-        Some((l, false)) => Some(l.read().await),
-        _ => None,
-    };
-    let _exclusive = match &lock {
-        Some((l, true)) => Some(l.write().await),
-        _ => None,
-    };
+    if ctx.plant == Some(PlantedBug::SpuriousUnavailable)
+        && matches!(request, Request::Resolve { .. })
+        && rng.borrow_mut().random_bool(SPURIOUS_UNAVAILABLE_RATIO)
+    {
+        let resp = Response::Resolve {
+            result: Err(WireError {
+                kind: "unavailable".into(),
+                message: "the registry is unavailable".into(),
+            }),
+        };
+        ctx.emit(Event::Reply {
+            id,
+            from: me.to_string(),
+            to: from,
+            resp: resp.clone(),
+            lost: false,
+            commit: None,
+        });
+        return Some(resp);
+    }
     let lost = ctx.lose_answer(op, &mut rng.borrow_mut());
     let me = me.to_string();
     let (response, reply) = store
-        .answer(request, move |resp| Event::Reply {
+        .answer(request, move |resp, commit| Event::Reply {
             id,
             from: me,
             to: from,
             resp,
             lost,
+            commit,
         })
         .await;
     if mutates {
@@ -75,12 +88,4 @@ async fn handle<B: Backend>(
         ctx.emit(reply);
     }
     if lost { None } else { Some(response) }
-}
-
-fn action_lock(ctx: &Ctx, action: &connreg::ActionId) -> Rc<tokio::sync::RwLock<()>> {
-    ctx.action_locks
-        .borrow_mut()
-        .entry(action.clone())
-        .or_default()
-        .clone()
 }

@@ -61,6 +61,7 @@ pub(crate) async fn run(
                 to: envelope.from,
                 resp: response.clone(),
                 lost: false,
+                commit: None,
             });
             Some(response)
         }

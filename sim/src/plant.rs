@@ -1,0 +1,113 @@
+//! The catalogue of planted bugs: deliberately wrong behaviours that prove
+//! the checkers catch what they exist for.
+//!
+//! Two homes: bugs planted in the registry's in-memory backend
+//! (`connreg::plant::Plant`, feature `plant`), and bugs planted in the
+//! simulator's own hosts (a registry host, a dispatcher), which stand for
+//! a wrong server front end or a wrong client. Each names the scenario
+//! that catches it at seed 1 and the invariant that reports it;
+//! `connreg-sim plants` prints the list and CI runs it.
+
+use connreg::plant::Plant;
+
+/// One planted bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum PlantedBug {
+    /// A bug in the in-memory backend.
+    Store(Plant),
+    /// A registry host answers `unavailable` to some resolves although
+    /// nothing is wrong with the store.
+    SpuriousUnavailable,
+    /// A dispatcher takes a transport failure or an `unavailable` answer
+    /// to a resolve for a failed action and gives up, though the resolve
+    /// may have committed: the reservation it made is never settled.
+    CommitReplyLostAsFailure,
+}
+
+impl PlantedBug {
+    /// Every planted bug, in a fixed order.
+    pub fn all() -> Vec<PlantedBug> {
+        let mut all: Vec<PlantedBug> = Plant::ALL.into_iter().map(PlantedBug::Store).collect();
+        all.push(PlantedBug::SpuriousUnavailable);
+        all.push(PlantedBug::CommitReplyLostAsFailure);
+        all
+    }
+
+    /// The name the CLI spells.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlantedBug::Store(p) => p.name(),
+            PlantedBug::SpuriousUnavailable => "spurious-unavailable",
+            PlantedBug::CommitReplyLostAsFailure => "commit-reply-lost-as-failure",
+        }
+    }
+
+    /// What it breaks, in one line.
+    pub fn description(self) -> &'static str {
+        match self {
+            PlantedBug::Store(p) => p.description(),
+            PlantedBug::SpuriousUnavailable => {
+                "a registry host answers unavailable to some resolves with no fault"
+            }
+            PlantedBug::CommitReplyLostAsFailure => {
+                "a dispatcher gives up an action whose resolve answer was lost"
+            }
+        }
+    }
+
+    /// The scenario file that catches it at seed 1.
+    pub fn scenario(self) -> &'static str {
+        match self {
+            PlantedBug::Store(p) => match p {
+                Plant::FailoverOnRetry => "0004_replica_crash_mid_action.toml",
+                Plant::NoActionSerialization => "0002_duplicate_resolve_storm.toml",
+                Plant::DoubleRelease => "0003_retry_after_lost_answer.toml",
+                Plant::IgnoreFence => "0005_draining_pinned_retries.toml",
+                Plant::HeartbeatAdvancesRevision => "0001_steady_state.toml",
+                Plant::MixedRevisionPages => "0007_publications_during_paged_reads.toml",
+                Plant::OverCapacity => "0009_capacity_exhaustion_and_scopes.toml",
+                Plant::CrossTenantReturn => "0010_one_action_two_tenants.toml",
+            },
+            PlantedBug::SpuriousUnavailable => "0001_steady_state.toml",
+            PlantedBug::CommitReplyLostAsFailure => "0003_retry_after_lost_answer.toml",
+        }
+    }
+
+    /// The invariant that reports it.
+    pub fn invariant(self) -> &'static str {
+        use crate::check::invariant;
+        match self {
+            PlantedBug::Store(p) => match p {
+                Plant::FailoverOnRetry => invariant::NO_FAILOVER.0,
+                Plant::NoActionSerialization => invariant::ONE_ROUTE.0,
+                Plant::DoubleRelease | Plant::IgnoreFence => invariant::IDEMPOTENT.0,
+                Plant::HeartbeatAdvancesRevision => invariant::REVISION.0,
+                Plant::MixedRevisionPages => invariant::ONE_REVISION.0,
+                Plant::OverCapacity => invariant::CAPACITY.0,
+                Plant::CrossTenantReturn => invariant::TENANT.0,
+            },
+            PlantedBug::SpuriousUnavailable => invariant::SPURIOUS_UNAVAILABLE.0,
+            PlantedBug::CommitReplyLostAsFailure => invariant::ORPHAN.0,
+        }
+    }
+
+    /// The store plant, if it is one.
+    pub fn store(self) -> Option<Plant> {
+        match self {
+            PlantedBug::Store(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Parses a CLI name.
+    pub fn parse(name: &str) -> Option<PlantedBug> {
+        PlantedBug::all().into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl From<Plant> for PlantedBug {
+    fn from(p: Plant) -> Self {
+        PlantedBug::Store(p)
+    }
+}
