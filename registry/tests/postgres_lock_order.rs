@@ -17,9 +17,11 @@ use connreg::plant::PgPlant;
 use connreg::postgres::PgRegistry;
 use connreg::{
     AdmissionScope, Binding, Change, Instance, ManualClock, Outcome, Publication, RegisterParams,
-    ReplicaSpec, ResolveKind, RouteAssignment, ScopeKind, SettleParams, Settled, Timestamp,
+    ResolveKind, RouteAssignment, ScopeKind, SettleParams, Settled, Timestamp,
 };
-use postgres_common::{CLASS, PgFixture, VERSION, fleet_publication, opaque, request};
+use postgres_common::{
+    PgFixture, VERSION, fleet_publication, opaque, register_params, request, until_waiting,
+};
 use sqlx::PgConnection;
 
 fn scope(id: &str, limit: u32) -> Change {
@@ -58,21 +60,7 @@ fn binding(id: &str, instance: &str, priority: u32, scopes: [&str; 2]) -> Change
 }
 
 fn register(id: &str, instance: &str, health_seq: u64) -> RegisterParams {
-    RegisterParams {
-        spec: ReplicaSpec {
-            id: id.try_into().unwrap(),
-            instance: instance.try_into().unwrap(),
-            version: VERSION.try_into().unwrap(),
-            endpoint: format!("https://{id}"),
-            peer_identity: format!("spiffe://{id}"),
-            region: "eu".try_into().unwrap(),
-            zone: "eu-1".try_into().unwrap(),
-            capacity_class: CLASS.try_into().unwrap(),
-            capacity: 2,
-        },
-        health_seq,
-        lease_ttl_ms: 600_000,
-    }
+    register_params(id, instance, 2, health_seq, 600_000)
 }
 
 /// The layout above, with x reserved on R3.
@@ -134,25 +122,6 @@ async fn session(fx: &PgFixture) -> PgConnection {
 
 async fn commit(mut conn: PgConnection) {
     sqlx::query("COMMIT").execute(&mut conn).await.unwrap();
-}
-
-/// Waits until `n` sessions of the registry's data pool wait for a lock.
-async fn until_waiting(admin: &mut PgConnection, n: i64) {
-    for _ in 0..500 {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND application_name = 'connreg-data'
-                AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(&mut *admin)
-        .await
-        .unwrap();
-        if waiting >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("{n} registry sessions never waited for a lock together");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -18,9 +18,9 @@ use connreg::postgres::PgRegistry;
 use connreg::request::CircuitCloseParams;
 use connreg::{
     Binding, CapabilityDefinition, CatalogQuery, Change, Error, HeartbeatParams, MaintainParams,
-    ManualClock, Outcome, Publication, Reader, RegisterParams, ReplicaSpec, SettleParams,
+    ManualClock, Outcome, Publication, Reader, RegisterParams, SettleParams,
 };
-use postgres_common::{CAPABILITY, CLASS, FleetOptions, PgFixture, VERSION, opaque};
+use postgres_common::{CAPABILITY, FleetOptions, PgFixture, opaque};
 use postgres_common::{publish_fleet, request};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection, PgConnection};
@@ -85,26 +85,8 @@ async fn fleet() -> (PgFixture, PgRegistry, ManualClock) {
     (fx, registry, clock)
 }
 
-fn spec(id: &str) -> ReplicaSpec {
-    ReplicaSpec {
-        id: id.try_into().unwrap(),
-        instance: "t0-i0".try_into().unwrap(),
-        version: VERSION.try_into().unwrap(),
-        endpoint: format!("https://{id}"),
-        peer_identity: format!("spiffe://{id}"),
-        region: "eu".try_into().unwrap(),
-        zone: "eu-1".try_into().unwrap(),
-        capacity_class: CLASS.try_into().unwrap(),
-        capacity: 1,
-    }
-}
-
 fn register_params(id: &str, health_seq: u64) -> RegisterParams {
-    RegisterParams {
-        spec: spec(id),
-        health_seq,
-        lease_ttl_ms: 30_000,
-    }
+    postgres_common::register_params(id, "t0-i0", 1, health_seq, 30_000)
 }
 
 fn assert_no_locks(fx: &PgFixture, after: &str) {

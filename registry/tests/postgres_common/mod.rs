@@ -297,3 +297,49 @@ pub fn request(action: &str, tenant: &str) -> RouteRequest {
         },
     }
 }
+
+/// Registration of replica `id` of `instance` in the fixture's region and
+/// zone, with `capacity`.
+pub fn register_params(
+    id: &str,
+    instance: &str,
+    capacity: u32,
+    health_seq: u64,
+    lease_ttl_ms: u64,
+) -> connreg::RegisterParams {
+    connreg::RegisterParams {
+        spec: connreg::ReplicaSpec {
+            id: id.try_into().unwrap(),
+            instance: instance.try_into().unwrap(),
+            version: VERSION.try_into().unwrap(),
+            endpoint: format!("https://{id}"),
+            peer_identity: format!("spiffe://{id}"),
+            region: "eu".try_into().unwrap(),
+            zone: "eu-1".try_into().unwrap(),
+            capacity_class: CLASS.try_into().unwrap(),
+            capacity,
+        },
+        health_seq,
+        lease_ttl_ms,
+    }
+}
+
+/// Waits (bounded) until `n` sessions of the registry's data pool wait for
+/// a lock; panics if they never do.
+pub async fn until_waiting(admin: &mut PgConnection, n: i64) {
+    for _ in 0..500 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND application_name = 'connreg-data'
+                AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut *admin)
+        .await
+        .unwrap();
+        if waiting >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("{n} registry sessions never waited for a lock together");
+}
