@@ -10,14 +10,20 @@
 //! - `benches/resolve_vs_pgbench.rs`: new-route resolves per second on the
 //!   PostgreSQL backend at several client counts against a large fleet,
 //!   beside pgbench's built-in TPC-B on the same server, and their ratio.
+//! - `connreg-crash` (`src/bin/`, its end-of-run check in [`crash`]):
+//!   resolve/settle load on PostgreSQL through a fault proxy with server
+//!   restarts and connection cuts, then the store against every answer.
 //!
 //! # Map
 //!
+//! - [`crash`]: the end-of-run check of `connreg-crash`, a pure function of
+//!   a store snapshot and the answers the clients got.
 //! - [`qualify`]: contracts, fleets, the workload, invariant checks and
 //!   reports of `connreg-qualify`; its fleet builder also serves
 //!   `benches/memory.rs`.
 //! - [`resolve_bench`]: settings, fleet loading and the pgbench runner of
 //!   `resolve_vs_pgbench`.
 
+pub mod crash;
 pub mod qualify;
 pub mod resolve_bench;

@@ -18,6 +18,9 @@
 //! - no action whose settlement was acknowledged still holds its
 //!   reservation (else `held after settle`).
 //!
+//! That check is `connreg_benches::crash::check`, tested on tampered stores
+//! in `benches/tests/crash_check.rs`.
+//!
 //! ```sh
 //! cargo run -p connreg-benches --release --bin connreg-crash -- --restarts 20 --cuts 1000
 //! cargo run -p connreg-benches --release --bin connreg-crash -- \
@@ -44,9 +47,9 @@ use clap::Parser;
 use connreg::contracts::Routing;
 use connreg::postgres::{PgConnectOptions, PgOptions, PgRegistry, Roles, create_roles};
 use connreg::{
-    ActionId, Inspect, ManualClock, Outcome, RegistryConfig, RouteAssignment, RouteRequest,
-    SettleParams, StoreSnapshot, Timestamp,
+    ActionId, Inspect, ManualClock, Outcome, RegistryConfig, RouteRequest, SettleParams, Timestamp,
 };
+use connreg_benches::crash::{ActionRecord, DETAILS_MAX, check};
 use connreg_benches::qualify::fleet::{self, Admission, FleetPlan, FleetShape};
 use connreg_benches::qualify::run::CLOCK_START_MS;
 use connreg_pgtest::proxy::FaultProxy;
@@ -78,8 +81,6 @@ const ACTIONS_PER_TASK_MAX: u64 = 1_000_000;
 /// Longest wait for the direct connection used for the final check, after
 /// the last restart.
 const CHECK_CONNECT_ATTEMPTS_MAX: u32 = 100;
-/// Violations printed in detail; the rest are only counted.
-const DETAILS_MAX: usize = 20;
 
 const _: () = {
     assert!(DATA_CONNECTIONS_MAX <= TASKS_MAX);
@@ -351,17 +352,6 @@ struct Ledger {
     retries: AtomicU64,
 }
 
-/// One action's answers.
-#[derive(Debug, Default, Clone)]
-struct ActionRecord {
-    /// Every resolve answer, in order.
-    answers: Vec<RouteAssignment>,
-    /// A settlement of it was answered.
-    settle_acked: bool,
-    /// Its calls ran out of attempts or failed otherwise.
-    abandoned: bool,
-}
-
 /// One load task: resolve a new action, settle it `Completed`, again.
 async fn client(
     task: u32,
@@ -505,108 +495,4 @@ async fn connect_direct(options: PgOptions, clock: ManualClock) -> Result<PgRegi
     Err(SetupError(format!(
         "no direct connection for the check: {last}"
     )))
-}
-
-/// What the check found.
-#[derive(Debug, Default)]
-struct Verdict {
-    lost: u64,
-    duplicated: u64,
-    counter_mismatches: u64,
-    held_after_settle: u64,
-    details: Vec<String>,
-}
-
-impl Verdict {
-    fn total(&self) -> u64 {
-        self.lost + self.duplicated + self.counter_mismatches + self.held_after_settle
-    }
-
-    fn note(&mut self, detail: impl FnOnce() -> String) {
-        if self.details.len() < DETAILS_MAX {
-            self.details.push(detail());
-        }
-    }
-}
-
-/// The same route: identity, destination and policy (the reservation's
-/// fence changes only with a new reservation).
-fn same_route(a: &RouteAssignment, b: &RouteAssignment) -> bool {
-    a.identity == b.identity && a.destination == b.destination && a.policy == b.policy
-}
-
-fn check(actions: &BTreeMap<ActionId, ActionRecord>, snapshot: &StoreSnapshot) -> Verdict {
-    let mut verdict = Verdict::default();
-    let mut stored: BTreeMap<&ActionId, Vec<&connreg::RouteRecord>> = BTreeMap::new();
-    let mut on_replica: BTreeMap<&connreg::ReplicaId, u64> = BTreeMap::new();
-    let mut on_scope: BTreeMap<&connreg::ScopeId, u64> = BTreeMap::new();
-    for route in &snapshot.routes {
-        stored
-            .entry(&route.assignment.identity.action)
-            .or_default()
-            .push(route);
-        if route.reserved {
-            *on_replica
-                .entry(&route.assignment.destination.replica)
-                .or_default() += 1;
-            for scope in &route.assignment.reservation.scopes {
-                *on_scope.entry(scope).or_default() += 1;
-            }
-        }
-    }
-    for (action, routes) in &stored {
-        if routes.len() > 1 {
-            verdict.duplicated += 1;
-            verdict.note(|| format!("{action}: {} stored routes", routes.len()));
-        }
-    }
-    for (action, record) in actions {
-        let Some(last) = record.answers.last() else {
-            continue;
-        };
-        if record.answers.iter().any(|a| !same_route(a, last)) {
-            verdict.duplicated += 1;
-            verdict.note(|| format!("{action}: answered different routes"));
-        }
-        let Some(route) = stored.get(action).and_then(|routes| routes.first()) else {
-            verdict.lost += 1;
-            verdict.note(|| format!("{action}: answered, but no route stored"));
-            continue;
-        };
-        if !same_route(&route.assignment, last)
-            || route.assignment.reservation.fence != last.reservation.fence
-        {
-            verdict.lost += 1;
-            verdict.note(|| format!("{action}: the stored route differs from the answer"));
-        }
-        if record.settle_acked && route.reserved {
-            verdict.held_after_settle += 1;
-            verdict.note(|| format!("{action}: settled, yet its reservation is held"));
-        }
-    }
-    for replica in &snapshot.replicas {
-        let expected = on_replica.get(&replica.spec.id).copied().unwrap_or(0);
-        if u64::from(replica.active) != expected {
-            verdict.counter_mismatches += 1;
-            verdict.note(|| {
-                format!(
-                    "replica {}: active {} but {expected} reserved assignments",
-                    replica.spec.id, replica.active
-                )
-            });
-        }
-    }
-    for usage in &snapshot.scopes {
-        let expected = on_scope.get(&usage.scope.id).copied().unwrap_or(0);
-        if u64::from(usage.in_use) != expected {
-            verdict.counter_mismatches += 1;
-            verdict.note(|| {
-                format!(
-                    "scope {}: in use {} but {expected} reserved assignments",
-                    usage.scope.id, usage.in_use
-                )
-            });
-        }
-    }
-    verdict
 }
