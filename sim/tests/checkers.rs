@@ -265,3 +265,44 @@ fn a_counter_over_its_expected_maximum_is_caught_by_expectation() {
     trace.lines[start]["expect"]["at_most"]["executions"] = json!(1);
     caught_only_by(&trace.recheck(), invariant::EXPECTATION);
 }
+
+/// The first successful heartbeat answer, turned into `unavailable`.
+fn heartbeat_made_unavailable(trace: &mut Trace) -> usize {
+    let i = trace
+        .find(0, |v| {
+            ev(v, "reply")
+                && v["resp"]["op"] == "heartbeat"
+                && v["resp"]["result"]["Ok"].is_string()
+        })
+        .expect("an applied heartbeat");
+    trace.lines[i]["resp"]["result"] =
+        json!({"Err": {"kind": "unavailable", "message": "the store is unavailable"}});
+    i
+}
+
+#[test]
+fn an_unavailable_answer_with_no_database_fault_is_caught_by_no_spurious_unavailable() {
+    // spec: SIM-3
+    let mut trace = Trace::of("0001_steady_state.toml", 1);
+    heartbeat_made_unavailable(&mut trace);
+    caught_only_by(&trace.recheck(), invariant::SPURIOUS_UNAVAILABLE);
+}
+
+#[test]
+fn an_unavailable_answer_during_a_database_fault_is_allowed() {
+    // spec: SIM-3 (the window runs from the fault to its end, plus the
+    // settle time)
+    let mut trace = Trace::of("0001_steady_state.toml", 1);
+    let i = heartbeat_made_unavailable(&mut trace);
+    let t = trace.lines[i]["t"].clone();
+    trace.lines.insert(
+        i,
+        json!({"t": t, "ev": "fault", "fault": "db_terminate", "sessions": 3}),
+    );
+    trace.lines.insert(
+        i + 2,
+        json!({"t": t, "ev": "fault", "fault": "db_fault_end", "kind": "db_terminate"}),
+    );
+    let verdict = trace.recheck();
+    assert!(verdict.violations.is_empty(), "{:#?}", verdict.violations);
+}

@@ -80,6 +80,14 @@ fn bad_input_exits_2() {
     assert_eq!(seeds.status.code(), Some(2));
     let flag = sim(&["run", "--no-such-flag"]);
     assert_eq!(flag.status.code(), Some(2));
+    let database = sim(&[
+        "run",
+        "--scenario",
+        "scenarios/0014_db_cut_mid_transaction.toml",
+    ]);
+    assert_eq!(database.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&database.stderr).to_string();
+    assert!(said.contains("need --backend postgres"), "{said}");
 }
 
 #[test]
@@ -114,10 +122,15 @@ fn sweep_summarizes_and_plants_lists_every_plant() {
     assert!(text.contains("seeds/minute"), "{text}");
     let plants = sim(&["plants"]);
     assert_eq!(plants.status.code(), Some(0));
-    assert_eq!(
-        stdout(&plants).lines().count(),
-        connreg::plant::Plant::ALL.len()
-    );
+    let listed = stdout(&plants);
+    assert_eq!(listed.lines().count(), connreg_sim::PlantedBug::all().len());
+    for plant in connreg_sim::PlantedBug::all() {
+        let line = listed
+            .lines()
+            .find(|l| l.starts_with(plant.name()))
+            .unwrap_or_else(|| panic!("{} is not listed", plant.name()));
+        assert!(line.contains(plant.scenario()), "{line}");
+    }
 }
 
 #[test]

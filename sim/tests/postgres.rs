@@ -1,6 +1,7 @@
 //! Goal: the same scenario files, hosts, faults and checkers run against
-//! the PostgreSQL backend on a real server, and every invariant and
-//! expectation holds (SIM-4). One seed of each scenario; without a server
+//! the PostgreSQL backend on a real server, database faults included, and
+//! every invariant (the commit-order-sensitive ones too) and expectation
+//! holds (SIM-4). One seed of each scenario; without a server
 //! these tests fail with connreg-pgtest's message, they never skip.
 
 use std::path::PathBuf;
@@ -39,7 +40,9 @@ macro_rules! on_postgres {
 
         #[test]
         fn every_scenario_file_runs_on_postgres() {
-            let listed = [$($file),*];
+            // db_restart restarts the server shared by this test process,
+            // so its scenario runs in a test binary of its own.
+            let listed = [$($file,)* "0018_db_server_restart.toml"];
             let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
             for entry in std::fs::read_dir(&dir).unwrap() {
                 let name = entry.unwrap().file_name().into_string().unwrap();
@@ -65,6 +68,31 @@ on_postgres! {
     partition_with_lease_churn_on_postgres => "0011_partition_with_lease_churn.toml",
     region_zone_preference_on_postgres => "0012_region_zone_preference.toml",
     registry_host_crash_restart_on_postgres => "0013_registry_host_crash_restart.toml",
+    db_cut_mid_transaction_on_postgres => "0014_db_cut_mid_transaction.toml",
+    db_commit_reply_lost_on_postgres => "0015_db_commit_reply_lost.toml",
+    db_stall_on_postgres => "0016_db_stall.toml",
+    db_session_terminate_on_postgres => "0017_db_session_terminate.toml",
+    db_chaos_on_postgres => "0019_db_chaos.toml",
+}
+
+#[test]
+fn host_plants_run_on_postgres_and_are_caught() {
+    // spec: SIM-3, SIM-4 (a plant in the hosts is backend-independent)
+    let opts = RunOptions {
+        seed: 1,
+        backend: BackendKind::Postgres,
+        plant: Some(connreg_sim::PlantedBug::SpuriousUnavailable),
+        ..RunOptions::default()
+    };
+    let report = run(&Scenario::standard(), &opts).unwrap();
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.invariant == "no_spurious_unavailable"),
+        "{:#?}",
+        report.violations
+    );
 }
 
 #[test]
