@@ -73,6 +73,8 @@ on_postgres! {
     db_stall_on_postgres => "0016_db_stall.toml",
     db_session_terminate_on_postgres => "0017_db_session_terminate.toml",
     db_chaos_on_postgres => "0019_db_chaos.toml",
+    // spec: LOCK-1, LOCK-2
+    full_binding_lock_order_on_postgres => "0020_full_binding_lock_order.toml",
 }
 
 #[test]
