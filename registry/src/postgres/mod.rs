@@ -29,6 +29,9 @@
 //! # }
 //! ```
 //!
+//! Needs PostgreSQL 14 or newer (the pools set
+//! `client_connection_check_interval`); the project tests on 15.
+//!
 //! # Schema
 //!
 //! `migrations/`, applied in order by sqlx's migrator, all in schema
