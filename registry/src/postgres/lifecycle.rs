@@ -102,6 +102,8 @@ impl Data {
         let lease = ms(self.now().plus_ms(params.lease_ttl_ms));
         tx::transaction(&self.pool, async |tx: &mut PgConnection| {
             // Serializes one instance's registrations: its replica count.
+            // Lock order (LOCK-1): the instance's advisory lock, then the replica
+            // row; no other row.
             locks::instance(&mut *tx, spec.instance.as_str()).await?;
             let row = sqlx::query(
             "SELECT EXISTS (SELECT 1 FROM connreg.instances WHERE instance_id = $1) AS instance,
@@ -189,6 +191,7 @@ impl Data {
         params.validate()?;
         let lease = ms(self.now().plus_ms(params.lease_ttl_ms));
         tx::transaction(&self.pool, async |tx: &mut PgConnection| {
+            // Lock order (LOCK-1): the replica row only.
             let row = sqlx::query(
                 "SELECT state, health_seq FROM connreg.replicas WHERE replica_id = $1 FOR UPDATE",
             )
@@ -234,6 +237,7 @@ impl Data {
     /// Stops new routes; pinned retries still reach the replica.
     pub(crate) async fn replica_drain(&self, id: ReplicaId) -> Result<Replica> {
         tx::transaction(&self.pool, async |tx: &mut PgConnection| {
+            // Lock order (LOCK-1): the replica row only.
             let row = sqlx::query(DRAIN_REPLICA)
                 .bind(id.as_str())
                 .fetch_optional(&mut *tx)
@@ -265,6 +269,8 @@ impl Data {
         params.validate()?;
         let now = ms(self.now());
         tx::transaction(&self.pool, async |tx: &mut PgConnection| {
+            // Lock order (LOCK-1): replica rows first, never waiting (SKIP LOCKED),
+            // then the assignments on them, then their counters in scope order.
             let expired: Vec<String> = sqlx::query_scalar(LOCK_EXPIRED)
                 .bind(now)
                 .bind(i64::from(params.max))
@@ -324,6 +330,7 @@ impl Data {
         params.validate()?;
         let now = self.now();
         tx::transaction(&self.pool, async |tx: &mut PgConnection| {
+            // Lock order (LOCK-1): the replica row only.
             let open: Option<bool> = sqlx::query_scalar(
                 "SELECT circuit_open FROM connreg.replicas WHERE replica_id = $1 FOR UPDATE",
             )
