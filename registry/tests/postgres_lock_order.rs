@@ -256,7 +256,6 @@ async fn pinned_retry_beside_a_settlement(
         })
     };
     until_waiting(&mut admin, 2).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     commit(z).await;
     (retrying.await.unwrap(), settling.await.unwrap())
 }
