@@ -8,24 +8,11 @@ use std::path::PathBuf;
 
 use connreg_sim::{BackendKind, RunOptions, Scenario, run};
 
+mod common;
+
 fn run_on_postgres(file: &str) {
     // spec: SIM-4
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(file);
-    let scenario = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let opts = RunOptions {
-        seed: 1,
-        backend: BackendKind::Postgres,
-        ..RunOptions::default()
-    };
-    let report = run(&scenario, &opts).unwrap_or_else(|e| panic!("{file}: {e}"));
-    assert!(
-        report.ok(),
-        "{file} on PostgreSQL: {:#?}\nreproduce: {}",
-        report.violations,
-        connreg_sim::repro_command(Some(&format!("scenarios/{file}")), &opts)
-    );
+    let report = common::run_on_postgres(file);
     assert!(report.counters.actions_started > 0);
 }
 
