@@ -124,6 +124,31 @@ async fn commit(mut conn: PgConnection) {
     sqlx::query("COMMIT").execute(&mut conn).await.unwrap();
 }
 
+/// The settlement of `assignment` as completed, on a task of its own.
+fn settle_in_background(
+    registry: &PgRegistry,
+    assignment: RouteAssignment,
+) -> tokio::task::JoinHandle<connreg::Result<Settled>> {
+    let registry = registry.clone();
+    tokio::spawn(async move {
+        registry
+            .route_settle(SettleParams {
+                assignment,
+                outcome: Outcome::Completed,
+            })
+            .await
+    })
+}
+
+/// A resolve of `action` for tenant t0, on a task of its own.
+fn resolve_in_background(
+    registry: &PgRegistry,
+    action: &'static str,
+) -> tokio::task::JoinHandle<connreg::Result<connreg::Resolved>> {
+    let registry = registry.clone();
+    tokio::spawn(async move { registry.route_resolve(request(action, "t0")).await })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn abandoned_binding_releases_its_locks_so_no_settle_deadlocks() {
     // spec: LOCK-1, LOCK-2, SETTLE-3, ROUTE-6
@@ -151,23 +176,10 @@ async fn abandoned_binding_releases_its_locks_so_no_settle_deadlocks() {
         .unwrap();
 
     // The settlement of x: action lock, R3, then waits for s-b2.
-    let settling = {
-        let registry = registry.clone();
-        tokio::spawn(async move {
-            registry
-                .route_settle(SettleParams {
-                    assignment: x,
-                    outcome: Outcome::Completed,
-                })
-                .await
-        })
-    };
+    let settling = settle_in_background(&registry, x);
     until_waiting(&mut admin, 1).await;
     // A new action: B1 is best; it waits for s-b1.
-    let resolving = {
-        let registry = registry.clone();
-        tokio::spawn(async move { registry.route_resolve(request("n", "t0")).await })
-    };
+    let resolving = resolve_in_background(&registry, "n");
     until_waiting(&mut admin, 2).await;
     // X commits: B1 has no room left; the resolve moves on to B2.
     commit(x_session).await;
@@ -238,23 +250,10 @@ async fn pinned_retry_beside_a_settlement(
         .unwrap();
     // The retry of y: counters, then R3 without waiting (held): round two
     // waits for R3 holding nothing.
-    let retrying = {
-        let registry = registry.clone();
-        tokio::spawn(async move { registry.route_resolve(request("y", "t0")).await })
-    };
+    let retrying = resolve_in_background(&registry, "y");
     until_waiting(&mut admin, 1).await;
     // The settlement of x on R3 queues behind it.
-    let settling = {
-        let registry = registry.clone();
-        tokio::spawn(async move {
-            registry
-                .route_settle(SettleParams {
-                    assignment: x,
-                    outcome: Outcome::Completed,
-                })
-                .await
-        })
-    };
+    let settling = settle_in_background(&registry, x);
     until_waiting(&mut admin, 2).await;
     commit(z).await;
     (retrying.await.unwrap(), settling.await.unwrap())
