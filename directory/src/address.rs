@@ -2,7 +2,7 @@
 //! and a port.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::num::NonZeroU16;
 use std::str::FromStr;
 
@@ -18,7 +18,11 @@ use crate::path::Path;
 /// [`HOSTNAME_BYTES_MAX`] bytes.
 ///
 /// IPv6 addresses are written without brackets. Unspecified, broadcast and
-/// multicast IP addresses are refused: nothing can be invoked there.
+/// multicast IP addresses are refused: nothing can be invoked there. An
+/// IPv4-mapped IPv6 address (`::ffff:10.0.4.17`) is judged as the IPv4
+/// address it carries. A host name may not end in a numeric label, so that
+/// no name reaches the resolver that it would read as an IPv4 address
+/// (`0x7f000001`, `0177.0.0.1`, `127.1`, `2130706433`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Address {
     text: String,
@@ -59,9 +63,15 @@ impl Address {
 }
 
 fn check_unicast(ip: IpAddr) -> Result<(), NameError> {
+    let refused_v4 = |v4: Ipv4Addr| v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast();
     let refused = match ip {
-        IpAddr::V4(v4) => v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast(),
-        IpAddr::V6(v6) => v6.is_unspecified() || v6.is_multicast(),
+        IpAddr::V4(v4) => refused_v4(v4),
+        // An IPv4-mapped address (`::ffff:a.b.c.d`) is dialled as its IPv4
+        // address, so it is judged as one: `::ffff:0.0.0.0` is unspecified.
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => refused_v4(v4),
+            None => v6.is_unspecified() || v6.is_multicast(),
+        },
     };
     if refused {
         return Err(NameError::Invalid {
@@ -95,16 +105,32 @@ fn check_hostname(text: &str) -> Result<(), NameError> {
             return invalid("a host name label starts or ends with a hyphen");
         }
     }
-    // A last label of digits would make a malformed IPv4 address
-    // (`10.0.0.256`) pass as a host name.
-    if text
-        .rsplit('.')
-        .next()
-        .is_some_and(|last| last.bytes().all(|b| b.is_ascii_digit()))
-    {
-        return invalid("not a valid ip address, and a host name cannot end in a numeric label");
+    // The C library's resolver (`inet_aton`, which `getaddrinfo` tries
+    // first) reads a name whose labels are all numbers, in decimal, octal
+    // (`0177`) or hex (`0x7f`), as an IPv4 address: `0x7f000001`, `127.1`,
+    // `1.0x1` and `2130706433` all dial 127.0.0.1 or 1.0.0.1. Such a name
+    // can only end in a numeric label, so refusing every name that does
+    // refuses them all, and with them malformed addresses like `10.0.0.256`.
+    if text.rsplit('.').next().is_some_and(is_numeric_label) {
+        return invalid(
+            "not a valid ip address, and a host name cannot end in a numeric label \
+             (decimal, octal or 0x hex)",
+        );
     }
     Ok(())
+}
+
+/// Whether `label` is a number as `inet_aton` reads one: decimal or octal
+/// digits, or `0x`/`0X` and hex digits (glibc reads a bare `0x` as 0).
+fn is_numeric_label(label: &str) -> bool {
+    let digits = match label
+        .strip_prefix("0x")
+        .or_else(|| label.strip_prefix("0X"))
+    {
+        Some(hex) => return hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => label,
+    };
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 impl FromStr for Address {
