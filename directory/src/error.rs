@@ -17,8 +17,9 @@
 
 use std::io;
 
-use crate::PortName;
 use crate::release::ImmutableField;
+use crate::select::SelectionFault;
+use crate::{InstanceId, PortName};
 
 /// Why a name, ID or address was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -316,11 +317,22 @@ pub enum ResolveError {
         /// The first field found changed.
         field: ImmutableField,
     },
+    /// The selector chose something the snapshot it was given does not
+    /// back: an unlisted, unready or non-TCP instance, or a destination that
+    /// is not the instance's address and configured port (DIR-4).
+    #[error("selection rejected: instance {instance_id} {fault}")]
+    SelectionRejected {
+        /// The instance the selector named.
+        instance_id: InstanceId,
+        /// What the snapshot says against the answer.
+        fault: SelectionFault,
+    },
 }
 
 impl ResolveError {
     /// Whether the failure comes from the directory state, as opposed to a
-    /// selection that broke the identity guard.
+    /// selection the router refused (the identity guard, or an answer the
+    /// snapshot does not back).
     #[must_use]
     pub fn is_dependency_failure(&self) -> bool {
         matches!(self, Self::Dependency(_))

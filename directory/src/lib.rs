@@ -107,6 +107,8 @@ pub use names::{InstanceId, PortName};
 pub use release::{ImmutableField, ReleaseIdentity, ReleaseTarget};
 pub use resolved::{ResolvedTarget, Route};
 pub use router::{Readiness, Router};
-pub use select::{Selection, SelectionError, SelectionRequest, Selector, SingleReadyEndpoint};
+pub use select::{
+    Selection, SelectionError, SelectionFault, SelectionRequest, Selector, SingleReadyEndpoint,
+};
 pub use source::{DocumentSource, FsSource};
 pub use stream::{StreamInvocation, Transport};

@@ -82,7 +82,9 @@ impl<S: DocumentSource, L: Selector> Router<S, L> {
     /// In direct mode the destination is the canonical endpoint. In file mode
     /// the document is read once, its target for exactly this release is
     /// found, the selector chooses one instance, and the choice is accepted
-    /// only if it leaves the authorized target unchanged (DIR-4, DIR-5).
+    /// only if it leaves the authorized target unchanged and the snapshot
+    /// lists that instance, ready, over TCP, at exactly that destination
+    /// (DIR-4, DIR-5).
     pub fn resolve(&self, target: &ReleaseTarget) -> Result<ResolvedTarget, ResolveError> {
         match &self.routing {
             Routing::Direct => Ok(ResolvedTarget::new(
@@ -129,9 +131,17 @@ impl<S: DocumentSource, L: Selector> Router<S, L> {
                 }
             }
         })?;
+        // The selector is untrusted: its answer must leave the authorized
+        // target as it is and name what this snapshot lists.
         if let Some(field) = target.changed_field(&selection.target) {
             return Err(ResolveError::ImmutableFieldChanged { field });
         }
+        selection
+            .check_against(&request)
+            .map_err(|fault| ResolveError::SelectionRejected {
+                instance_id: selection.instance_id.clone(),
+                fault,
+            })?;
         // The authorized target is kept, not the selector's equal copy.
         Ok(ResolvedTarget::new(
             target.clone(),

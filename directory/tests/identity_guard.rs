@@ -7,10 +7,11 @@ mod common;
 use std::net::Ipv4Addr;
 use std::num::NonZeroU16;
 
-use common::{billing_target, file_routing, one_ready};
+use common::{InstanceOptions, billing_document, billing_target, file_routing, one_ready};
 use connreg_directory::{
     Address, ImmutableField, MemorySource, NetworkDestination, ReleaseTarget, ResolveError, Route,
-    Router, Selection, SelectionError, SelectionRequest, Selector, SingleReadyEndpoint,
+    Router, Selection, SelectionError, SelectionFault, SelectionRequest, Selector,
+    SingleReadyEndpoint,
 };
 
 /// Changes `field` of whatever the honest selector chose.
@@ -49,7 +50,7 @@ impl Selector for HostileSelector {
     }
 }
 
-/// Changes only the destination: a legitimate selector.
+/// Moves only the destination, to an address no document lists.
 struct OtherDestinationSelector;
 
 impl Selector for OtherDestinationSelector {
@@ -58,6 +59,31 @@ impl Selector for OtherDestinationSelector {
         selection.destination.address =
             Address::new(&Ipv4Addr::new(10, 9, 9, 9).to_string()).unwrap();
         Ok(selection)
+    }
+}
+
+/// Chooses the last ready TCP instance with the port, where the honest
+/// selector would refuse to choose among several: a different policy, but
+/// an answer the snapshot backs.
+struct LastReadySelector;
+
+impl Selector for LastReadySelector {
+    fn select(&self, request: &SelectionRequest<'_>) -> Result<Selection, SelectionError> {
+        let instance = request
+            .entry
+            .instances()
+            .iter()
+            .rev()
+            .find(|instance| instance.is_ready() && instance.port(request.port_name).is_some())
+            .ok_or(SelectionError::NoReadyEndpoint)?;
+        Ok(Selection {
+            target: request.target.clone(),
+            destination: NetworkDestination {
+                address: instance.address().clone(),
+                port: instance.port(request.port_name).unwrap(),
+            },
+            instance_id: instance.instance_id().clone(),
+        })
     }
 }
 
@@ -113,14 +139,37 @@ fn a_streaming_invocation_is_never_opened_on_a_changed_target() {
 }
 
 // spec: DIR-5
+// spec: DIR-4
 #[test]
-fn a_selector_changing_only_the_destination_is_accepted() {
+fn a_selector_moving_the_destination_off_the_document_is_rejected() {
     let source = MemorySource::new(one_ready("billing-agent-a", "10.0.4.17"));
     let router =
         Router::start_with_selector(file_routing(&source), OtherDestinationSelector).unwrap();
+    let error = router.resolve(&billing_target()).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ResolveError::SelectionRejected {
+                fault: SelectionFault::WrongAddress,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(!error.is_dependency_failure());
+}
+
+// spec: DIR-5
+#[test]
+fn a_selector_choosing_another_listed_ready_instance_is_accepted() {
+    let source = MemorySource::new(billing_document(&[
+        InstanceOptions::ready("billing-agent-a", "10.0.4.17"),
+        InstanceOptions::ready("billing-agent-b", "10.0.4.18"),
+    ]));
+    let router = Router::start_with_selector(file_routing(&source), LastReadySelector).unwrap();
     let target = billing_target();
     let resolved = router.resolve(&target).unwrap();
-    assert_eq!(resolved.destination().to_string(), "10.9.9.9:8080");
+    assert_eq!(resolved.destination().to_string(), "10.0.4.18:8080");
     assert_eq!(resolved.target(), &target);
 }
 

@@ -16,9 +16,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use connreg_directory::limits::TARGET_BYTES_MAX;
-use connreg_directory::{
-    Mode, PortName, Readiness, ReleaseTarget, ResolveError, Router, Routing, RoutingParts,
-};
+use connreg_directory::{Mode, PortName, Readiness, ReleaseTarget, Router, Routing, RoutingParts};
 
 /// Success; `ready` printed `ok`.
 const EXIT_OK: u8 = 0;
@@ -122,9 +120,10 @@ fn run(cli: Cli) -> u8 {
                     Err(error) => fail(EXIT_OUTPUT, &error),
                 },
                 Err(error) => {
-                    let code = match error {
-                        ResolveError::ImmutableFieldChanged { .. } => EXIT_REJECTED,
-                        _ => EXIT_DEPENDENCY,
+                    let code = if error.is_dependency_failure() {
+                        EXIT_DEPENDENCY
+                    } else {
+                        EXIT_REJECTED
                     };
                     fail(code, &error)
                 }
