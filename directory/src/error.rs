@@ -203,6 +203,22 @@ pub enum SourceError {
     /// The document exists but this process may not read it.
     #[error("permission to read the document is denied")]
     PermissionDenied,
+    /// The path names something other than a regular file (a FIFO, a
+    /// device, a directory, a socket); it is not opened, since opening a
+    /// FIFO or a device can block or never end.
+    #[error("document is not a regular file but a {kind}")]
+    NotRegularFile {
+        /// What the path names: `fifo`, `character device`, `block device`,
+        /// `socket`, `directory` or `special file`.
+        kind: &'static str,
+    },
+    /// Reading the document took longer than its bound
+    /// ([`DOCUMENT_READ_MS_MAX`](crate::limits::DOCUMENT_READ_MS_MAX)).
+    #[error("reading the document took longer than {after_ms} ms")]
+    TimedOut {
+        /// The bound that was passed, in milliseconds.
+        after_ms: u64,
+    },
     /// The document could not be read for another reason.
     #[error("document is unavailable: {reason}")]
     Unavailable {
@@ -241,6 +257,24 @@ pub enum DependencyError {
     Unreadable {
         /// Where the document is.
         location: String,
+    },
+    /// The path names something other than a regular file, which is not
+    /// opened (a FIFO or a device could block the invocation forever).
+    #[error("directory document {location} is not a regular file but a {kind}")]
+    NotRegularFile {
+        /// Where the document should be.
+        location: String,
+        /// What the path names instead.
+        kind: &'static str,
+    },
+    /// Reading the document took longer than its bound; the invocation
+    /// fails rather than wait on a hung source.
+    #[error("directory document {location} could not be read within {after_ms} ms")]
+    TimedOut {
+        /// Where the document is.
+        location: String,
+        /// The bound that was passed, in milliseconds.
+        after_ms: u64,
     },
     /// The document could not be read for another reason.
     #[error("directory document {location} is unavailable: {reason}")]
@@ -298,6 +332,8 @@ impl DependencyError {
         match error {
             SourceError::NotFound => Self::Missing { location },
             SourceError::PermissionDenied => Self::Unreadable { location },
+            SourceError::NotRegularFile { kind } => Self::NotRegularFile { location, kind },
+            SourceError::TimedOut { after_ms } => Self::TimedOut { location, after_ms },
             SourceError::Unavailable { reason } => Self::Unavailable { location, reason },
         }
     }

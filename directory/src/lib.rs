@@ -25,6 +25,7 @@
 //!   [`Readiness`]; `resolved`: its answer, [`ResolvedTarget`].
 //! - `stream`: [`StreamInvocation`] and its [`Transport`].
 //! - `error`: every error type.
+//! - [`cli`]: the `connreg-router` command line, runnable with any selector.
 //!
 //! # Example
 //!
@@ -74,10 +75,11 @@
 //! // A deleted document fails closed: no copy, no fallback to direct mode.
 //! source.delete();
 //! assert!(router.resolve(&target).is_err());
-//! assert_eq!(router.readiness(), Readiness::NotReady);
+//! assert_eq!(router.readiness(&target), Readiness::NotReady);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod cli;
 pub mod limits;
 
 mod address;

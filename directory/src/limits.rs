@@ -12,6 +12,31 @@
 /// magnitude of room while keeping a per-invocation read cheap.
 pub const DOCUMENT_BYTES_MAX: usize = 1024 * 1024;
 
+/// Most bytes the file source reads of a document, in bytes: one past
+/// [`DOCUMENT_BYTES_MAX`], which is enough to know a larger file is too
+/// large without reading the rest of it (a 64 MiB file costs what a
+/// 1 MiB + 1 byte file does).
+pub const DOCUMENT_READ_BYTES_MAX: usize = DOCUMENT_BYTES_MAX + 1;
+
+/// Longest one read of the document by the file source may take, in
+/// milliseconds: from looking the path up to the last byte. Past it the
+/// invocation fails closed (`DependencyError::TimedOut`) instead of waiting
+/// on a hung mount or a slow device.
+///
+/// A local or configuration-mounted file of at most 1 MiB is read in well
+/// under 10 ms; 1 s leaves room for a loaded machine while keeping a stuck
+/// source from holding an invocation longer than a caller's own timeout is
+/// likely to be. At most 10 s.
+pub const DOCUMENT_READ_MS_MAX: u64 = 1_000;
+
+/// Most reads of one file source that may be running at once, in reads.
+///
+/// A read that misses its deadline is abandoned, not cancelled: the
+/// operating system may keep its thread blocked (a hung mount). This bound
+/// keeps such threads from piling up: once it is reached, further reads fail
+/// closed at once, without starting another, until the stuck ones return.
+pub const DOCUMENT_READS_IN_FLIGHT_MAX: usize = 4;
+
 /// Largest release target file the `connreg-router` binary accepts, in bytes.
 ///
 /// A target is seven short fields; 64 KiB is generous and still small.
@@ -61,6 +86,12 @@ pub const ERROR_EXCERPT_BYTES_MAX: usize = 64;
 
 const _: () = {
     assert!(TARGET_BYTES_MAX <= DOCUMENT_BYTES_MAX);
+    assert!(DOCUMENT_READ_BYTES_MAX == DOCUMENT_BYTES_MAX + 1);
+    // A read gets some time, and never more than ten seconds.
+    assert!(DOCUMENT_READ_MS_MAX >= 100);
+    assert!(DOCUMENT_READ_MS_MAX <= 10_000);
+    assert!(DOCUMENT_READS_IN_FLIGHT_MAX >= 1);
+    assert!(DOCUMENT_READS_IN_FLIGHT_MAX <= 64);
     assert!(TARGETS_MAX >= 1);
     assert!(INSTANCES_PER_TARGET_MAX >= 1);
     assert!(PORTS_PER_INSTANCE_MAX >= 1);

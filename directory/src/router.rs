@@ -12,12 +12,20 @@ use crate::select::{SelectionError, SelectionRequest, Selector, SingleReadyEndpo
 use crate::source::{DocumentSource, FsSource};
 use crate::stream::StreamInvocation;
 
-/// What a readiness check reports, and all it reports (DIR-7).
+/// What a readiness check of a release target reports, and all it reports
+/// (DIR-7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Readiness {
-    /// `ok`: an invocation could be routed now.
+    /// `ok`: an invocation of the target could be routed now, that is
+    /// [`Router::resolve`] on the current document would succeed: the
+    /// document is readable and valid, lists the exact release, and exactly
+    /// one ready TCP endpoint with the port name, which the selector chose
+    /// and the router accepted. In direct mode, always.
     Ok,
-    /// `not_ready`: the current document is missing, unreadable or invalid.
+    /// `not_ready`: an invocation of the target would fail now, for any of
+    /// the reasons [`Router::resolve`] gives (a missing, unreadable,
+    /// blocked or invalid document, no target for the release, zero or
+    /// several ready endpoints, a rejected selection).
     NotReady,
 }
 
@@ -159,15 +167,14 @@ impl<S: DocumentSource, L: Selector> Router<S, L> {
         self.resolve(target).map(StreamInvocation::new)
     }
 
-    /// Revalidates the current document: `ok` if it is readable and valid,
-    /// `not_ready` otherwise. Direct mode reads nothing and is always `ok`.
-    pub fn readiness(&self) -> Readiness {
-        match &self.routing {
-            Routing::Direct => Readiness::Ok,
-            Routing::ConfigCenterFile(file) => match read_snapshot(&file.source) {
-                Ok(_) => Readiness::Ok,
-                Err(_) => Readiness::NotReady,
-            },
+    /// Whether an invocation of `target` could be routed now: `ok` exactly
+    /// when [`resolve`](Self::resolve) would succeed on the current
+    /// document, which it rereads and revalidates once. Direct mode reads
+    /// nothing and is always `ok`.
+    pub fn readiness(&self, target: &ReleaseTarget) -> Readiness {
+        match self.resolve(target) {
+            Ok(_) => Readiness::Ok,
+            Err(_) => Readiness::NotReady,
         }
     }
 }

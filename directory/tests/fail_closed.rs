@@ -48,7 +48,7 @@ fn an_invalid_update_fails_closed_without_a_last_known_good_copy() {
     for update in invalid_updates {
         source.replace(update);
         assert_fails_closed(router.resolve(&billing_target()));
-        assert_eq!(router.readiness(), Readiness::NotReady);
+        assert_eq!(router.readiness(&billing_target()), Readiness::NotReady);
         assert!(router.open_stream(&billing_target()).is_err());
     }
 }
@@ -66,7 +66,7 @@ fn a_deleted_document_fails_closed_and_never_returns_to_direct_mode() {
             ResolveError::Dependency(DependencyError::Missing { .. })
         ));
     }
-    assert_eq!(router.readiness(), Readiness::NotReady);
+    assert_eq!(router.readiness(&billing_target()), Readiness::NotReady);
 }
 
 // spec: DIR-8
@@ -77,7 +77,7 @@ fn only_a_valid_document_restores_routing_and_it_is_used_as_written() {
     source.replace(corrupted());
     assert_fails_closed(router.resolve(&billing_target()));
     source.replace(one_ready("billing-agent-b", "10.0.4.18"));
-    assert_eq!(router.readiness(), Readiness::Ok);
+    assert_eq!(router.readiness(&billing_target()), Readiness::Ok);
     assert_eq!(
         destination_of(&router.resolve(&billing_target()).unwrap()),
         "10.0.4.18:8080"
@@ -101,17 +101,17 @@ fn a_real_file_updated_invalidly_then_deleted_fails_closed_until_a_valid_one_ret
             ..
         }))
     ));
-    assert_eq!(router.readiness(), Readiness::NotReady);
+    assert_eq!(router.readiness(&billing_target()), Readiness::NotReady);
 
     fs::remove_file(&path).unwrap();
     assert!(matches!(
         router.resolve(&billing_target()),
         Err(ResolveError::Dependency(DependencyError::Missing { .. }))
     ));
-    assert_eq!(router.readiness(), Readiness::NotReady);
+    assert_eq!(router.readiness(&billing_target()), Readiness::NotReady);
 
     replace_file(&path, &one_ready("billing-agent-b", "10.0.4.18"));
-    assert_eq!(router.readiness(), Readiness::Ok);
+    assert_eq!(router.readiness(&billing_target()), Readiness::Ok);
     assert_eq!(
         destination_of(&router.resolve(&billing_target()).unwrap()),
         "10.0.4.18:8080"

@@ -114,7 +114,7 @@ fn direct_mode_uses_the_canonical_endpoint_and_reads_no_directory() {
     assert_eq!(resolved.route(), &Route::Direct);
     assert_eq!(resolved.destination(), &target.canonical_endpoint);
     assert_eq!(resolved.target(), &target);
-    assert_eq!(router.readiness(), Readiness::Ok);
+    assert_eq!(router.readiness(&target), Readiness::Ok);
     assert_eq!(router.mode(), Mode::Direct);
 }
 

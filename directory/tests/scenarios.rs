@@ -250,7 +250,7 @@ fn run_in(world: &dyn World, steps: &[Step]) {
                 1
             }
             Step::Ready(expected) => {
-                check(router.readiness() == expected, "readiness was wrong");
+                check(router.readiness(&target) == expected, "readiness was wrong");
                 1
             }
         };

@@ -6,7 +6,10 @@ mod common;
 
 use std::fs;
 
-use common::{billing_document, billing_target, corrupted, file_routing, one_ready};
+use common::{
+    InstanceOptions, billing_document, billing_target, corrupted, document_json, file_routing,
+    one_ready, search_release, target_json, to_bytes,
+};
 use connreg_directory::{
     DependencyError, DocumentError, FsSource, MemorySource, Readiness, Router, Routing, StartError,
 };
@@ -67,7 +70,10 @@ fn file_mode_refuses_to_start_on_bad_real_files() {
     assert!(matches!(
         start(),
         Err(StartError::DirectoryUnusable(
-            DependencyError::Unavailable { .. }
+            DependencyError::NotRegularFile {
+                kind: "directory",
+                ..
+            }
         ))
     ));
     fs::remove_dir(&path).unwrap();
@@ -120,7 +126,7 @@ fn readiness_revalidates_the_current_document_at_every_check() {
     let router = Router::start(file_routing(&source)).unwrap();
     let mut reads = source.reads();
     let mut check = |expected: Readiness| {
-        assert_eq!(router.readiness(), expected);
+        assert_eq!(router.readiness(&billing_target()), expected);
         reads += 1;
         assert_eq!(source.reads(), reads, "one read per readiness check");
     };
@@ -140,14 +146,63 @@ fn readiness_revalidates_the_current_document_at_every_check() {
     check(Readiness::Ok);
 }
 
+/// Readiness of the billing release over `document`, and whether resolving
+/// it succeeds.
+fn readiness_and_resolve(document: Vec<u8>) -> (Readiness, bool) {
+    let source = MemorySource::new(document);
+    let router = Router::start(file_routing(&source)).unwrap();
+    (
+        router.readiness(&billing_target()),
+        router.resolve(&billing_target()).is_ok(),
+    )
+}
+
+// spec: DIR-7
+// spec: DIR-4
+#[test]
+fn readiness_is_not_ready_when_no_target_matches_the_release() {
+    let unmatched = to_bytes(&document_json(vec![target_json(
+        search_release(),
+        &[InstanceOptions::ready("search-agent-a", "10.0.5.21")],
+    )]));
+    assert_eq!(
+        readiness_and_resolve(unmatched),
+        (Readiness::NotReady, false)
+    );
+}
+
+// spec: DIR-7
+// spec: DIR-4
+#[test]
+fn readiness_is_not_ready_when_no_endpoint_is_ready() {
+    let not_ready = InstanceOptions {
+        ready: false,
+        ..InstanceOptions::ready("billing-agent-a", "10.0.4.17")
+    };
+    for document in [billing_document(&[]), billing_document(&[not_ready])] {
+        assert_eq!(
+            readiness_and_resolve(document),
+            (Readiness::NotReady, false)
+        );
+    }
+}
+
+// spec: DIR-7
+// spec: DIR-4
+#[test]
+fn readiness_is_not_ready_when_two_endpoints_are_ready() {
+    let two = billing_document(&[
+        InstanceOptions::ready("billing-agent-a", "10.0.4.17"),
+        InstanceOptions::ready("billing-agent-b", "10.0.4.18"),
+    ]);
+    assert_eq!(readiness_and_resolve(two), (Readiness::NotReady, false));
+}
+
 // spec: DIR-7
 #[test]
-fn readiness_judges_the_document_not_any_one_release() {
-    // Valid document, no ready instance: ready, yet the invocation fails.
-    let source = MemorySource::new(billing_document(&[]));
-    let router = Router::start(file_routing(&source)).unwrap();
-    assert_eq!(router.readiness(), Readiness::Ok);
-    assert!(router.resolve(&billing_target()).is_err());
+fn readiness_is_ok_exactly_when_an_invocation_could_be_routed_now() {
+    let one = one_ready("billing-agent-a", "10.0.4.17");
+    assert_eq!(readiness_and_resolve(one), (Readiness::Ok, true));
 }
 
 // spec: DIR-7
@@ -156,5 +211,5 @@ fn readiness_reports_only_ok_or_not_ready() {
     assert_eq!(Readiness::Ok.to_string(), "ok");
     assert_eq!(Readiness::NotReady.to_string(), "not_ready");
     let router = Router::<MemorySource>::start(Routing::Direct).unwrap();
-    assert_eq!(router.readiness(), Readiness::Ok);
+    assert_eq!(router.readiness(&billing_target()), Readiness::Ok);
 }
