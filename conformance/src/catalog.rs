@@ -2,6 +2,7 @@
 //! pages read it tenant-scoped, ordered, bounded and pinned to one
 //! revision (CAT-1..CAT-10).
 
+use connreg::contracts::Operations;
 use connreg::contracts::{CatalogRead, ReplicaLifecycle, Status};
 use connreg::limits::{
     DEFINITION_BYTES_MAX, PAGE_BYTES_MAX, PAGE_BYTES_MIN, PAGE_ITEMS_MAX, PUBLICATION_CHANGES_MAX,
@@ -138,7 +139,6 @@ pub async fn replica_churn_does_not_advance_the_revision<H: Harness>(harness: &H
     s.store
         .circuit_close(connreg::request::CircuitCloseParams {
             replica: a.destination.replica.clone(),
-            operator: "ops".into(),
             reason: "test".into(),
         })
         .await

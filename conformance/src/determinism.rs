@@ -5,6 +5,7 @@
 //! Every result, success or error, is serialized to JSON as it happens;
 //! the two transcripts and the final inspections are compared as text.
 
+use connreg::contracts::Operations;
 use connreg::contracts::{CatalogRead, ReplicaLifecycle, Status};
 use connreg::request::CircuitCloseParams;
 use connreg::*;
@@ -92,7 +93,6 @@ pub async fn transcript<H: Harness>(harness: &H) -> (String, String) {
                 .store
                 .circuit_close(CircuitCloseParams {
                     replica: spec.id,
-                    operator: "det".into(),
                     reason: "determinism".into(),
                 })
                 .await;

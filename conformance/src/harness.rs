@@ -17,4 +17,8 @@ pub trait Harness: Send + Sync + 'static {
         clock: ManualClock,
         config: RegistryConfig,
     ) -> impl Future<Output = Self::Store> + Send;
+
+    /// The authority `store`'s operator acts are recorded under (AUTH-7):
+    /// what the backend verified, never what a caller wrote.
+    fn operator_authority(store: &Self::Store) -> String;
 }

@@ -153,6 +153,7 @@ macro_rules! conformance_tests {
             disabled_circuit_policy_counts_nothing,
             routing_never_closes_an_open_circuit,
             operator_closes_a_circuit_with_an_audit_entry,
+            audit_log_pages_read_every_entry_in_order,
         ] }
         $crate::__conformance_area! { $harness; lease: [
             heartbeat_advances_sequence_and_lease,

@@ -15,6 +15,10 @@ impl Harness for MemoryHarness {
     async fn open(&self, clock: ManualClock, config: RegistryConfig) -> MemoryRegistry {
         MemoryRegistry::new(clock, config).expect("the conformance configuration is valid")
     }
+
+    fn operator_authority(_store: &MemoryRegistry) -> String {
+        connreg::memory::EMBEDDED_OPERATOR.into()
+    }
 }
 
 /// Opens [`MemoryRegistry`] stores with one planted bug, to prove that the
@@ -29,5 +33,9 @@ impl Harness for PlantedHarness {
         MemoryRegistry::new(clock, config)
             .expect("the conformance configuration is valid")
             .with_plant(self.0)
+    }
+
+    fn operator_authority(_store: &MemoryRegistry) -> String {
+        connreg::memory::EMBEDDED_OPERATOR.into()
     }
 }

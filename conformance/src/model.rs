@@ -28,6 +28,7 @@ use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 
+use connreg::contracts::Operations;
 use connreg::contracts::{ReplicaLifecycle, Routing};
 use connreg::ordering::route_hash;
 use connreg::request::CircuitCloseParams;
@@ -1001,7 +1002,6 @@ impl<H: Harness> Sut<H> {
             Step::CircuitClose(replica) => {
                 let result = self.block_on(self.setup.store.circuit_close(CircuitCloseParams {
                     replica: state.replicas[*replica].id.clone(),
-                    operator: "model".into(),
                     reason: "model test".into(),
                 }));
                 self.expect_error(&result, expect, &step);

@@ -3,9 +3,9 @@
 //! rules say; circuits close only by the audited operator action
 //! (SETTLE-1..SETTLE-6).
 
-use connreg::contracts::{ReplicaLifecycle, Routing};
-use connreg::limits::TEXT_BYTES_MAX;
-use connreg::request::CircuitCloseParams;
+use connreg::contracts::{Operations, ReplicaLifecycle, Routing};
+use connreg::limits::{AUDIT_PAGE_ENTRIES_MAX, TEXT_BYTES_MAX};
+use connreg::request::{AuditQuery, CircuitCloseParams};
 use connreg::*;
 
 use crate::fixture::{self, FleetOptions, Setup, acme, class, replica, scope};
@@ -45,7 +45,6 @@ async fn routes_on_r0<S: connreg::contracts::Registry + Inspect>(
 fn close_params(id: &str) -> CircuitCloseParams {
     CircuitCloseParams {
         replica: replica(id),
-        operator: "oncall@example".into(),
         reason: "provider confirmed recovery".into(),
     }
 }
@@ -319,11 +318,13 @@ pub async fn routing_never_closes_an_open_circuit<H: Harness>(harness: &H) {
     assert!(circuit(&s, &r0).await.open);
 }
 
-// spec: SETTLE-6
-/// The operator's circuit_close closes an open circuit and returns its
-/// audit entry; the replica serves again. Closing a closed circuit is a
-/// conflict; bad audit fields and unknown replicas are refused; refusals
-/// change nothing.
+// spec: SETTLE-6, AUTH-7
+/// The operator's circuit_close, a control-plane act, closes an open
+/// circuit and returns its audit entry under the handle's own authority;
+/// the replica serves again; the audit log reads back exactly the entries
+/// written. Closing a closed circuit is a conflict; bad audit fields and
+/// unknown replicas are refused; refusals change nothing and write no
+/// entry.
 pub async fn operator_closes_a_circuit_with_an_audit_entry<H: Harness>(harness: &H) {
     let s = fixture::open(harness, two_replicas().with_circuit(true, 1)).await;
     let r0 = replica("i-acme-crm-r0");
@@ -333,7 +334,11 @@ pub async fn operator_closes_a_circuit_with_an_audit_entry<H: Harness>(harness: 
     let before = s.observe().await;
     let mut bad = vec![
         CircuitCloseParams {
-            operator: " ".into(),
+            reason: " ".into(),
+            ..close_params("i-acme-crm-r0")
+        },
+        CircuitCloseParams {
+            reason: "line\nbreak".into(),
             ..close_params("i-acme-crm-r0")
         },
         CircuitCloseParams {
@@ -370,7 +375,7 @@ pub async fn operator_closes_a_circuit_with_an_audit_entry<H: Harness>(harness: 
         .await
         .unwrap();
     assert_eq!(entry.replica, r0);
-    assert_eq!(entry.operator, "oncall@example");
+    assert_eq!(entry.operator, H::operator_authority(&s.store));
     assert_eq!(entry.reason, "provider confirmed recovery");
     assert_eq!(entry.action, "circuit_close");
     assert_eq!(entry.at, Timestamp(fixture::CLOCK_START_MS + 1234));
@@ -380,4 +385,71 @@ pub async fn operator_closes_a_circuit_with_an_audit_entry<H: Harness>(harness: 
         s.store.circuit_close(close_params("i-acme-crm-r0")).await,
         Error::Conflict { .. }
     );
+
+    // The log holds the one entry written, and pages are bounded.
+    let page = s
+        .store
+        .audit_page(AuditQuery {
+            after: None,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.entries, vec![entry.clone()]);
+    assert_eq!(page.next_after, None);
+    let rest = s
+        .store
+        .audit_page(AuditQuery {
+            after: Some(entry.seq),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert!(rest.entries.is_empty(), "{rest:?}");
+    for limit in [0, AUDIT_PAGE_ENTRIES_MAX as u32 + 1] {
+        assert!(
+            s.store
+                .audit_page(AuditQuery { after: None, limit })
+                .await
+                .is_err(),
+            "audit page limit {limit} accepted"
+        );
+    }
+}
+
+// spec: AUTH-7
+/// Audit pages read every entry once, in order, across page boundaries.
+pub async fn audit_log_pages_read_every_entry_in_order<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, two_replicas().with_circuit(true, 1)).await;
+    let r0 = replica("i-acme-crm-r0");
+    let mut written = Vec::new();
+    for round in 0..3 {
+        let route = s.resolve_acme(&format!("open-{round}")).await;
+        assert_eq!(route.destination.replica, r0);
+        s.settle(&route, Outcome::OutcomeUnknown).await.unwrap();
+        s.clock.advance_ms(10);
+        written.push(
+            s.store
+                .circuit_close(close_params("i-acme-crm-r0"))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut read = Vec::new();
+    let mut after = None;
+    loop {
+        let page = s
+            .store
+            .audit_page(AuditQuery { after, limit: 2 })
+            .await
+            .unwrap();
+        assert!(page.entries.len() <= 2);
+        read.extend(page.entries);
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(read, written);
+    assert!(written.windows(2).all(|w| w[0].seq < w[1].seq));
 }

@@ -19,6 +19,10 @@ impl connreg_conformance::Harness for PgHarness {
             .await
             .unwrap_or_else(|e| panic!("a PostgreSQL registry for the conformance suite: {e}"))
     }
+
+    fn operator_authority(store: &connreg::postgres::PgRegistry) -> String {
+        store.control_role().to_owned()
+    }
 }
 
 connreg_conformance::conformance_tests!(PgHarness);

@@ -20,7 +20,7 @@ const AREAS: [(&str, u32); 10] = [
     ("PIN", 6),
     ("SETTLE", 6),
     ("LEASE", 4),
-    ("AUTH", 5),
+    ("AUTH", 8),
     ("DIR", 8),
     ("LOCK", 6),
     ("SIM", 6),

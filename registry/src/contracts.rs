@@ -1,7 +1,8 @@
 //! The narrow contracts, split by what a caller may do.
 //!
 //! A data-plane caller holds [`CatalogRead`], [`Routing`], [`ReplicaLifecycle`]
-//! and [`Status`]; only a control-plane caller holds [`CatalogAdmin`]. Every
+//! and [`Status`]; only a control-plane caller holds [`CatalogAdmin`] and
+//! [`Operations`] (operator acts, audited). Every
 //! method is async so a database backend can implement it; futures are `Send`
 //! so callers can spawn them.
 
@@ -12,8 +13,9 @@ use crate::error::Result;
 use crate::id::{ActionId, ReplicaId, TenantId};
 use crate::records::{Replica, Revision, RouteRecord};
 use crate::request::{
-    AuditEntry, CircuitCloseParams, HeartbeatOutcome, HeartbeatParams, MaintainParams, Maintained,
-    Publication, RegisterParams, Resolved, RouteRequest, SettleParams, Settled, StatusReport,
+    AuditEntry, AuditPage, AuditQuery, CircuitCloseParams, HeartbeatOutcome, HeartbeatParams,
+    MaintainParams, Maintained, Publication, RegisterParams, Resolved, RouteRequest, SettleParams,
+    Settled, StatusReport,
 };
 
 /// Catalog and admission changes: control plane only (CAT-1..CAT-4).
@@ -85,12 +87,19 @@ pub trait ReplicaLifecycle: Send + Sync {
         &self,
         params: MaintainParams,
     ) -> impl Future<Output = Result<Maintained>> + Send;
+}
 
-    /// Closes an open circuit by an audited operator action (SETTLE-6).
+/// Operator acts: control plane only, each recorded in an append-only audit
+/// log under the caller's authority (SETTLE-6, AUTH-7).
+pub trait Operations: Send + Sync {
+    /// Closes an open circuit; the entry names the handle's authority.
     fn circuit_close(
         &self,
         params: CircuitCloseParams,
     ) -> impl Future<Output = Result<AuditEntry>> + Send;
+
+    /// One page of the audit log, oldest first.
+    fn audit_page(&self, query: AuditQuery) -> impl Future<Output = Result<AuditPage>> + Send;
 }
 
 /// Aggregate status (AUTH-5).
@@ -103,7 +112,11 @@ pub trait Status: Send + Sync {
 pub trait DataPlane: CatalogRead + Routing + ReplicaLifecycle + Status {}
 impl<T: CatalogRead + Routing + ReplicaLifecycle + Status> DataPlane for T {}
 
+/// Everything a control-plane process may do besides the data plane.
+pub trait ControlPlane: CatalogAdmin + Operations {}
+impl<T: CatalogAdmin + Operations> ControlPlane for T {}
+
 /// A whole registry: both planes. Used by tests, the simulator and embedded
 /// deployments; fleet processes split the planes.
-pub trait Registry: CatalogAdmin + DataPlane {}
-impl<T: CatalogAdmin + DataPlane> Registry for T {}
+pub trait Registry: ControlPlane + DataPlane {}
+impl<T: ControlPlane + DataPlane> Registry for T {}

@@ -90,6 +90,10 @@ pub const CIRCUIT_THRESHOLD_MAX: u32 = 1_000;
 /// Most entries the operator audit log keeps (oldest dropped first).
 pub const AUDIT_ENTRIES_MAX: usize = 10_000;
 
+/// Most audit entries one page returns
+/// ([`AuditQuery::limit`](crate::request::AuditQuery::limit)).
+pub const AUDIT_PAGE_ENTRIES_MAX: usize = 1_000;
+
 /// Longest call deadline a PostgreSQL pool may be given, in ms: ten
 /// minutes, above the longest statement a publication may need.
 pub const CALL_DEADLINE_MS_MAX: u64 = 10 * 60 * 1000;

@@ -87,16 +87,21 @@ pub enum PgPlant {
     /// against the global lock order (LOCK-1): it can wait for a replica
     /// while holding counters that the replica's holder waits for.
     SettleLocksCountersFirst,
+    /// The data role is granted UPDATE on `connreg.replicas`, a grant wider
+    /// than the protocol (AUTH-6): it could close circuits or move counts
+    /// by SQL.
+    GrantTooWide,
 }
 
 impl PgPlant {
     /// Every PostgreSQL plant, in a fixed order.
-    pub const ALL: [PgPlant; 1] = [PgPlant::SettleLocksCountersFirst];
+    pub const ALL: [PgPlant; 2] = [PgPlant::SettleLocksCountersFirst, PgPlant::GrantTooWide];
 
     /// The plant's name.
     pub fn name(self) -> &'static str {
         match self {
             PgPlant::SettleLocksCountersFirst => "settle-locks-counters-first",
+            PgPlant::GrantTooWide => "grant-too-wide",
         }
     }
 }

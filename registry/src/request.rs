@@ -211,14 +211,15 @@ pub struct Maintained {
     pub more: bool,
 }
 
-/// An operator closing a replica's circuit (SETTLE-6).
+/// An operator closing a replica's circuit (SETTLE-6, AUTH-7). Who closes
+/// it is not a field: it is the authority of the control-plane handle that
+/// makes the call (on PostgreSQL, the control role the session logged in
+/// as), so a caller cannot name someone else.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CircuitCloseParams {
     /// Which replica.
     pub replica: ReplicaId,
-    /// Who closes it, for the audit log.
-    pub operator: String,
     /// Why, for the audit log.
     pub reason: String,
 }
@@ -226,27 +227,33 @@ pub struct CircuitCloseParams {
 impl CircuitCloseParams {
     /// Checks the audit fields.
     pub fn validate(&self) -> Result<()> {
-        for (what, v) in [("operator", &self.operator), ("reason", &self.reason)] {
-            if v.trim().is_empty() {
-                return Err(Error::invalid(what, "must not be empty"));
-            }
-            if v.len() > TEXT_BYTES_MAX {
-                return Err(Error::limit(what, TEXT_BYTES_MAX));
-            }
-            if v.chars().any(char::is_control) {
-                return Err(Error::invalid(what, "must not contain control characters"));
-            }
-        }
-        Ok(())
+        validate_audit_text("reason", &self.reason)
     }
+}
+
+/// Checks one free-text audit field: not blank, bounded, no control
+/// characters.
+pub(crate) fn validate_audit_text(what: &'static str, v: &str) -> Result<()> {
+    if v.trim().is_empty() {
+        return Err(Error::invalid(what, "must not be empty"));
+    }
+    if v.len() > TEXT_BYTES_MAX {
+        return Err(Error::limit(what, TEXT_BYTES_MAX));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(Error::invalid(what, "must not contain control characters"));
+    }
+    Ok(())
 }
 
 /// One audited operator action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntry {
+    /// Its position in the log: ascending, never reused.
+    pub seq: u64,
     /// When.
     pub at: Timestamp,
-    /// Who.
+    /// Who: the authority of the control-plane handle that acted.
     pub operator: String,
     /// What, such as `circuit_close`.
     pub action: String,
@@ -254,6 +261,42 @@ pub struct AuditEntry {
     pub replica: ReplicaId,
     /// Why.
     pub reason: String,
+}
+
+/// A page of the audit log, oldest first (AUTH-7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    /// Entries after this position; `None` starts at the oldest kept.
+    pub after: Option<u64>,
+    /// At most this many entries, 1 to
+    /// [`AUDIT_PAGE_ENTRIES_MAX`](crate::limits::AUDIT_PAGE_ENTRIES_MAX).
+    pub limit: u32,
+}
+
+impl AuditQuery {
+    /// Checks the page size.
+    pub fn validate(&self) -> Result<()> {
+        if self.limit == 0 {
+            return Err(Error::invalid("audit page limit", "must be at least 1"));
+        }
+        if self.limit as usize > crate::limits::AUDIT_PAGE_ENTRIES_MAX {
+            return Err(Error::limit(
+                "audit page limit",
+                crate::limits::AUDIT_PAGE_ENTRIES_MAX,
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One page of the audit log.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AuditPage {
+    /// Entries in ascending `seq`.
+    pub entries: Vec<AuditEntry>,
+    /// Pass as `after` for the next page; `None` when this page is the last.
+    pub next_after: Option<u64>,
 }
 
 /// Aggregate status (AUTH-5).

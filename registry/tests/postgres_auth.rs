@@ -350,3 +350,51 @@ async fn routing_reads_only_the_tenants_replicas_on_a_large_fleet() {
     let routed = registry.route_resolve(request("a1", "t0")).await.unwrap();
     assert_eq!(routed.assignment.destination.instance.as_str(), "t0-i0");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_role_for_both_pools_is_refused_unless_development_mode_is_named() {
+    // spec: AUTH-1
+    let fx = PgFixture::new().await;
+    let clock = ManualClock::new(Timestamp(0));
+    let mut same = fx.options();
+    same.data = connreg::postgres::PoolOptions::data(same.control.connect.clone());
+    let refused = PgRegistry::connect(same.clone(), clock.clone(), RegistryConfig::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, StartError::Options { reason } if reason.contains("AUTH-1")),
+        "{refused}"
+    );
+    // Nothing was installed by the refused start.
+    let mut admin = fx.admin_conn().await;
+    let installed: bool =
+        sqlx::query_scalar("SELECT to_regclass('connreg.schema_version') IS NOT NULL")
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    assert!(!installed, "a refused start installed the schema");
+
+    // Named explicitly, the development mode starts and serves.
+    same.single_role_development = true;
+    let registry = PgRegistry::connect(same, clock, RegistryConfig::default())
+        .await
+        .expect("the single-role development mode starts");
+    publish_fleet(&registry, &FleetOptions::default()).await;
+    bulk_replicas(&mut admin, "t0-i0", 2, 4, 60_000).await;
+    registry
+        .route_resolve(request("dev-1", "t0"))
+        .await
+        .unwrap();
+
+    // Claiming the mode with two roles is incoherent, and refused.
+    let mut two = fx.options();
+    two.single_role_development = true;
+    let refused = PgRegistry::connect(
+        two,
+        ManualClock::new(Timestamp(0)),
+        RegistryConfig::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(refused, StartError::Options { .. }), "{refused}");
+}

@@ -9,10 +9,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use connreg::contracts::{CatalogAdmin, ReplicaLifecycle, Routing};
-use connreg::postgres::{
-    CATALOG_KEY, LOCK_CLASS_ACTION, LOCK_CLASS_CATALOG, PgOptions, PgRegistry, lock_key,
-    observe_commit,
-};
+use connreg::postgres::{LOCK_CLASS_ACTION, PgOptions, PgRegistry, lock_key, observe_commit};
 use connreg::{
     Error, HeartbeatParams, ManualClock, Outcome, RegistryConfig, ResolveKind, SettleParams,
     Timestamp,
@@ -200,12 +197,11 @@ async fn a_queued_publication_holds_routing_up_only_briefly() {
     // spec: LOCK-4, CAT-4
     let fx = PgFixture::new().await;
     let registry = fleet_with(&fx, fx.options()).await;
-    // A reader holds the catalog's shared lock for a long time.
+    // A resolve-like holder keeps the catalog lock's shared form for a
+    // long time.
     let mut reader = fx.admin_conn().await;
     sqlx::query("BEGIN").execute(&mut reader).await.unwrap();
-    sqlx::query("SELECT pg_advisory_xact_lock_shared($1, $2)")
-        .bind(LOCK_CLASS_CATALOG)
-        .bind(CATALOG_KEY)
+    sqlx::query("LOCK TABLE connreg.catalog_lock IN ROW SHARE MODE")
         .execute(&mut reader)
         .await
         .unwrap();

@@ -8,13 +8,15 @@ mod postgres_common;
 
 use std::time::Duration;
 
-use connreg::contracts::{CatalogAdmin, CatalogRead};
-use connreg::postgres::{CATALOG_KEY, LOCK_CLASS_CATALOG, PgRegistry};
+use connreg::contracts::{CatalogAdmin, CatalogRead, Routing};
+use connreg::postgres::PgRegistry;
 use connreg::{
     CapabilityDefinition, Change, ConnectorType, Error, ManualClock, Publication, Reader,
     RegistryConfig, Revision, Timestamp,
 };
-use postgres_common::{FleetOptions, PgFixture, fleet_publication, publish_fleet};
+use postgres_common::{
+    FleetOptions, PgFixture, bulk_replicas, fleet_publication, publish_fleet, request,
+};
 use sqlx::{Connection, PgConnection};
 
 /// Row counts of every catalog table, as the admin sees them.
@@ -141,22 +143,18 @@ async fn publication_failing_midway_changes_nothing() {
     assert_eq!(revision, Revision(2));
 }
 
-/// A connection of its own holding the catalog lock, `shared` or
-/// exclusive, in an open transaction; [`release`] ends it.
+/// A connection of its own holding the catalog lock (a table lock since
+/// migration 0008), in the mode a resolve (`shared`) or a publication
+/// takes it, in an open transaction; [`release`] ends it.
 async fn hold_catalog_lock(fx: &PgFixture, shared: bool) -> PgConnection {
     let mut conn = PgConnection::connect_with(&fx.admin).await.unwrap();
     sqlx::query("BEGIN").execute(&mut conn).await.unwrap();
     let statement = if shared {
-        "SELECT pg_advisory_xact_lock_shared($1, $2)"
+        "LOCK TABLE connreg.catalog_lock IN ROW SHARE MODE"
     } else {
-        "SELECT pg_advisory_xact_lock($1, $2)"
+        "LOCK TABLE connreg.catalog_lock IN EXCLUSIVE MODE"
     };
-    sqlx::query(statement)
-        .bind(LOCK_CLASS_CATALOG)
-        .bind(CATALOG_KEY)
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    sqlx::query(statement).execute(&mut conn).await.unwrap();
     conn
 }
 
@@ -171,6 +169,8 @@ async fn publication_waits_for_readers_and_readers_for_publication() {
     let fx = PgFixture::new().await;
     let (registry, _clock) = fx.registry_at_zero().await;
     publish_fleet(&registry, &FleetOptions::default()).await;
+    let mut admin = fx.admin_conn().await;
+    bulk_replicas(&mut admin, "t0-i0", 2, 4, 60_000).await;
 
     // A reader holds the shared form: the publication waits for it.
     let reader = hold_catalog_lock(&fx, true).await;
@@ -187,16 +187,20 @@ async fn publication_waits_for_readers_and_readers_for_publication() {
     release(reader).await;
     assert_eq!(publishing.await.unwrap().unwrap(), Revision(2));
 
-    // A publisher holds the exclusive form: readers wait for it.
+    // A publisher holds the exclusive form: a resolve, which reads the
+    // catalog in several statements, waits for it; a catalog read, one
+    // statement and one snapshot, answers the revision before it at once.
     let publisher = hold_catalog_lock(&fx, false).await;
-    let reading = {
+    let resolving = {
         let registry = registry.clone();
-        tokio::spawn(async move { registry.catalog_revision().await })
+        tokio::spawn(async move { registry.route_resolve(request("during", "t0")).await })
     };
+    assert_eq!(registry.catalog_revision().await.unwrap(), Revision(2));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!reading.is_finished(), "read during a publication");
+    assert!(!resolving.is_finished(), "resolved during a publication");
     release(publisher).await;
-    assert_eq!(reading.await.unwrap().unwrap(), Revision(2));
+    let resolved = resolving.await.unwrap().unwrap();
+    assert_eq!(resolved.assignment.policy.catalog_revision, Revision(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -219,7 +219,10 @@ async fn pinned_retry_beside_a_settlement(
     let fx = PgFixture::new().await;
     let (registry, x) = layout(&fx).await;
     let registry = match plant {
-        Some(plant) => registry.with_plant(plant),
+        Some(plant) => registry
+            .with_plant(plant)
+            .await
+            .expect("the plant installs"),
         None => registry,
     };
     let mut admin = fx.admin_conn().await;

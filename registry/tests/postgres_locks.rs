@@ -13,7 +13,7 @@ mod postgres_common;
 
 use std::collections::BTreeSet;
 
-use connreg::contracts::{CatalogAdmin, CatalogRead, ReplicaLifecycle, Routing};
+use connreg::contracts::{CatalogAdmin, CatalogRead, Operations, ReplicaLifecycle, Routing};
 use connreg::postgres::PgRegistry;
 use connreg::request::CircuitCloseParams;
 use connreg::{
@@ -216,7 +216,6 @@ async fn circuit_close_of_a_closed_circuit_holds_no_lock_after_conflict() {
     let answer = registry
         .circuit_close(CircuitCloseParams {
             replica: "t0-i0-r0".try_into().unwrap(),
-            operator: "ops".into(),
             reason: "test".into(),
         })
         .await;
@@ -306,7 +305,9 @@ async fn observer_sees_a_lock_that_is_really_held() {
     let (fx, registry, clock) = fleet().await;
     let _ = (registry, clock);
     let mut holder = fx.data_conn().await;
-    sqlx::raw_sql("BEGIN; SELECT 1 FROM connreg.replicas WHERE replica_id = 't0-i0-r0' FOR UPDATE")
+    // The data role can take row locks only through its functions: a drain
+    // inside a transaction left open holds the replica's row.
+    sqlx::raw_sql("BEGIN; SELECT connreg.data_replica_drain('t0-i0-r0')")
         .execute(&mut holder)
         .await
         .unwrap();

@@ -13,9 +13,9 @@ use crate::records::{
     Revision, RouteAssignment, RouteDestination, RouteIdentity, RouteRecord,
 };
 use crate::request::{
-    AuditEntry, CircuitCloseParams, CircuitPolicy, CrossRegion, HeartbeatOutcome, HeartbeatParams,
-    Maintained, RegisterParams, ResolveKind, Resolved, RouteRequest, SettleParams, Settled,
-    StatusReport, lease_live,
+    AuditEntry, AuditPage, AuditQuery, CircuitCloseParams, CircuitPolicy, CrossRegion,
+    HeartbeatOutcome, HeartbeatParams, Maintained, RegisterParams, ResolveKind, Resolved,
+    RouteRequest, SettleParams, Settled, StatusReport, lease_live,
 };
 
 use super::Behaviour;
@@ -37,6 +37,8 @@ pub(crate) struct LiveState {
     leases: BTreeSet<(Timestamp, ReplicaId)>,
     last_fence: u64,
     audit: VecDeque<AuditEntry>,
+    /// The `seq` of the last audit entry written (0: none yet).
+    audit_seq: u64,
     /// Bindings and replicas the last resolve looked at (AUTH-4 evidence
     /// for tests; deterministic, never used for decisions).
     pub(crate) last_resolve_rows_examined: u64,
@@ -516,6 +518,7 @@ impl LiveState {
     pub(crate) fn circuit_close(
         &mut self,
         params: &CircuitCloseParams,
+        operator: &str,
         now: Timestamp,
     ) -> Result<AuditEntry> {
         let r = self.replica_mut(&params.replica)?;
@@ -525,9 +528,11 @@ impl LiveState {
             });
         }
         r.circuit = Circuit::default();
+        self.audit_seq += 1;
         let entry = AuditEntry {
+            seq: self.audit_seq,
             at: now,
-            operator: params.operator.clone(),
+            operator: operator.to_owned(),
             action: "circuit_close".into(),
             replica: params.replica.clone(),
             reason: params.reason.clone(),
@@ -537,6 +542,29 @@ impl LiveState {
         }
         self.audit.push_back(entry.clone());
         Ok(entry)
+    }
+
+    /// AUTH-7: the kept audit entries after `query.after`, oldest first.
+    pub(crate) fn audit_page(&self, query: &AuditQuery) -> AuditPage {
+        let after = query.after.unwrap_or(0);
+        let limit = query.limit as usize;
+        let mut entries: Vec<AuditEntry> = self
+            .audit
+            .iter()
+            .filter(|e| e.seq > after)
+            .take(limit + 1)
+            .cloned()
+            .collect();
+        let more = entries.len() > limit;
+        entries.truncate(limit);
+        AuditPage {
+            next_after: if more {
+                entries.last().map(|e| e.seq)
+            } else {
+                None
+            },
+            entries,
+        }
     }
 
     pub(crate) fn status(&self, revision: Revision) -> StatusReport {

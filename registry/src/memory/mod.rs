@@ -21,15 +21,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::catalog::{CatalogPage, CatalogQuery};
 use crate::clock::Clock;
-use crate::contracts::{CatalogAdmin, CatalogRead, ReplicaLifecycle, Routing, Status};
+use crate::contracts::{CatalogAdmin, CatalogRead, Operations, ReplicaLifecycle, Routing, Status};
 use crate::error::{Error, Result};
 use crate::id::{ActionId, ReplicaId, TenantId};
 use crate::inspect::{Inspect, StoreSnapshot};
 use crate::records::{Replica, Revision, RouteRecord};
 use crate::request::{
-    AuditEntry, CircuitCloseParams, HeartbeatOutcome, HeartbeatParams, MaintainParams, Maintained,
-    Publication, RegisterParams, RegistryConfig, Resolved, RouteRequest, SettleParams, Settled,
-    StatusReport,
+    AuditEntry, AuditPage, AuditQuery, CircuitCloseParams, HeartbeatOutcome, HeartbeatParams,
+    MaintainParams, Maintained, Publication, RegisterParams, RegistryConfig, Resolved,
+    RouteRequest, SettleParams, Settled, StatusReport,
 };
 
 use catalog::CatalogState;
@@ -41,12 +41,18 @@ struct Store {
     live: LiveState,
 }
 
+/// The authority an in-memory registry's operator acts carry unless
+/// [`MemoryRegistry::operated_by`] names another.
+pub const EMBEDDED_OPERATOR: &str = "embedded-operator";
+
 /// The in-memory registry. Clones share one store.
 #[derive(Clone)]
 pub struct MemoryRegistry {
     store: Arc<Mutex<Store>>,
     clock: Arc<dyn Clock>,
     config: RegistryConfig,
+    /// Who the operator acts of this handle are recorded as (AUTH-7).
+    operator: Arc<str>,
     #[cfg(feature = "plant")]
     plant: Option<crate::plant::Plant>,
 }
@@ -67,9 +73,18 @@ impl MemoryRegistry {
             store: Arc::new(Mutex::new(Store::default())),
             clock: Arc::new(clock),
             config,
+            operator: Arc::from(EMBEDDED_OPERATOR),
             #[cfg(feature = "plant")]
             plant: None,
         })
+    }
+
+    /// The same store, its operator acts recorded under `authority`: the
+    /// identity the embedding process verified for its operator (AUTH-7).
+    pub fn operated_by(mut self, authority: &str) -> Result<MemoryRegistry> {
+        crate::request::validate_audit_text("operator", authority)?;
+        self.operator = Arc::from(authority);
+        Ok(self)
     }
 
     /// The same store, with one planted bug switched on.
@@ -217,11 +232,20 @@ impl ReplicaLifecycle for MemoryRegistry {
         let mut store = self.lock()?;
         store.live.maintain(params.max, now)
     }
+}
 
+impl Operations for MemoryRegistry {
     async fn circuit_close(&self, params: CircuitCloseParams) -> Result<AuditEntry> {
         params.validate()?;
         let now = self.clock.now();
-        self.lock()?.live.circuit_close(&params, now)
+        self.lock()?
+            .live
+            .circuit_close(&params, &self.operator, now)
+    }
+
+    async fn audit_page(&self, query: AuditQuery) -> Result<AuditPage> {
+        query.validate()?;
+        Ok(self.lock()?.live.audit_page(&query))
     }
 }
 
@@ -342,9 +366,6 @@ impl ReplicaLifecycle for MemoryDataPlane {
     }
     async fn lease_maintain(&self, params: MaintainParams) -> Result<Maintained> {
         self.0.lease_maintain(params).await
-    }
-    async fn circuit_close(&self, params: CircuitCloseParams) -> Result<AuditEntry> {
-        self.0.circuit_close(params).await
     }
 }
 

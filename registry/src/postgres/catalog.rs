@@ -8,10 +8,11 @@
 //! first error, as the in-memory backend. Any error rolls the whole
 //! transaction back (CAT-2).
 //!
-//! A read takes the shared lock, reads the revision and builds its page in
-//! one short data-pool transaction (CAT-4). Filters, search text and
-//! ordering run in the database; the byte budget is applied to the rows
-//! read, at most `page_items + 1` of them.
+//! A read is one statement of the data role's `connreg.data_catalog_page`:
+//! the revision and the page from one snapshot, so from one publication
+//! (CAT-4), with no lock. Filters, search text and ordering run in the
+//! database; the byte budget is applied to the rows read, at most
+//! `page_items + 1` of them.
 
 use std::time::Duration;
 
@@ -34,109 +35,64 @@ use crate::records::{
 };
 use crate::request::{Change, Publication};
 
-/// The ASCII-only lowercasing of the registry's search (to_ascii_lowercase).
-macro_rules! ascii_lower {
-    ($e:literal) => {
-        concat!(
-            "translate(",
-            $e,
-            ", 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
-        )
-    };
-}
+/// One page of definitions and the revision it was read at, one statement
+/// (migration 0008): those some eligible binding offers (CAT-5, the chain
+/// as `connreg.eligible_bindings` defines it for routing too), or for an
+/// internal read that asks, active unbound ones (CAT-6). $1 tenant (null:
+/// any tenant, for internal reads), $2 after, $3 exact capability, $4
+/// lowercased search text, $5 profile, $6 include unbound definitions, $7
+/// rows to read. No definition: one row with the revision and nulls.
+const PAGE: &str = "SELECT * FROM connreg.data_catalog_page($1, $2, $3, $4, $5, $6, $7)";
 
-/// One page of definitions: those some eligible binding offers (CAT-5, the
-/// chain as `connreg.eligible_bindings` defines it for routing too), or for
-/// an internal read that asks, active unbound ones (CAT-6). $1 tenant
-/// (null: any tenant, for internal reads), $2 after, $3 exact capability, $4 lowercased search text,
-/// $5 profile, $6 include unbound definitions, $7 rows to read.
-const PAGE: &str = concat!(
-    "SELECT d.capability_id, d.summary, d.schema_json, d.active
-     FROM connreg.capability_definitions d
-     WHERE d.active
-       AND ($2::text IS NULL OR d.capability_id > $2)
-       AND ($3::text IS NULL OR d.capability_id = $3)
-       AND ($4::text IS NULL
-            OR strpos(",
-    ascii_lower!("d.capability_id"),
-    ", $4) > 0
-            OR strpos(",
-    ascii_lower!("d.summary"),
-    ", $4) > 0)
-       AND (EXISTS (SELECT 1 FROM connreg.eligible_bindings e
-                    WHERE e.capability_id = d.capability_id
-                      AND ($1::text IS NULL OR e.tenant_id = $1)
-                      AND ($5::text IS NULL
-                           OR EXISTS (SELECT 1 FROM connreg.version_profiles vp
-                                      WHERE vp.version_id = e.version_id
-                                        AND vp.profile_id = $5)))
-            OR ($6 AND ($5::text IS NULL
-                        OR EXISTS (SELECT 1 FROM connreg.version_capabilities vc
-                                   JOIN connreg.connector_versions v
-                                     ON v.version_id = vc.version_id
-                                   JOIN connreg.connector_types t ON t.type_id = v.type_id
-                                   JOIN connreg.version_profiles vp
-                                     ON vp.version_id = v.version_id AND vp.profile_id = $5
-                                   WHERE vc.capability_id = d.capability_id
-                                     AND v.active AND v.qualified AND t.enabled))))
-     ORDER BY d.capability_id
-     LIMIT $7"
-);
-
-const REVISION: &str = "SELECT revision FROM connreg.catalog_state";
+const REVISION: &str = "SELECT connreg.data_catalog_revision()";
 
 impl Data {
     /// CAT-4..CAT-10.
     pub(crate) async fn catalog_page(&self, query: CatalogQuery) -> Result<CatalogPage> {
         let planned = PlannedQuery::plan(&query)?;
-        tx::read(&self.pool, async |tx: &mut PgConnection| {
-            locks::catalog_shared(&mut *tx).await?;
-            let revision = revision(&mut *tx).await?;
-            planned.check_revision(revision)?;
-            let (tenant, include_unbound) = match &planned.reader {
-                // CAT-7: neither a tenant nor the internal permission: nothing.
-                Reader::Anonymous => {
-                    return Ok(planned.paginate(revision, std::iter::empty()));
-                }
-                Reader::Tenant(t) => (Some(t.as_str()), false),
-                Reader::Internal { include_unbound } => (None, *include_unbound),
-            };
-            let rows = sqlx::query(PAGE)
-                .bind(tenant)
-                .bind(planned.after_capability().map(|c| c.as_str()))
-                .bind(planned.capability.as_ref().map(|c| c.as_str()))
-                .bind(planned.search.as_deref())
-                .bind(planned.profile.as_ref().map(|p| p.as_str()))
-                .bind(include_unbound)
-                .bind(i64::from(planned.page_items) + 1)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db)?;
-            let definitions = rows
-                .iter()
-                .map(definition)
-                .collect::<Result<Vec<CapabilityDefinition>>>()?;
-            Ok(planned.paginate(revision, definitions))
-        })
-        .await
+        let (tenant, include_unbound) = match &planned.reader {
+            // CAT-7: neither a tenant nor the internal permission: nothing.
+            Reader::Anonymous => {
+                let revision = self.catalog_revision().await?;
+                planned.check_revision(revision)?;
+                return Ok(planned.paginate(revision, std::iter::empty()));
+            }
+            Reader::Tenant(t) => (Some(t.as_str()), false),
+            Reader::Internal { include_unbound } => (None, *include_unbound),
+        };
+        let rows = sqlx::query(PAGE)
+            .bind(tenant)
+            .bind(planned.after_capability().map(|c| c.as_str()))
+            .bind(planned.capability.as_ref().map(|c| c.as_str()))
+            .bind(planned.search.as_deref())
+            .bind(planned.profile.as_ref().map(|p| p.as_str()))
+            .bind(include_unbound)
+            .bind(i64::from(planned.page_items) + 1)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db)?;
+        let Some(first) = rows.first() else {
+            return Err(super::error::corrupt("data_catalog_page"));
+        };
+        let revision = Revision(u64_of("revision", col(first, "revision")?)?);
+        planned.check_revision(revision)?;
+        let mut definitions = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if col::<Option<String>>(row, "capability_id")?.is_some() {
+                definitions.push(definition(row)?);
+            }
+        }
+        Ok(planned.paginate(revision, definitions))
     }
 
-    /// The current revision, read under the shared lock.
+    /// The current revision.
     pub(crate) async fn catalog_revision(&self) -> Result<Revision> {
-        tx::read(&self.pool, async |tx: &mut PgConnection| {
-            locks::catalog_shared(&mut *tx).await?;
-            revision(&mut *tx).await
-        })
-        .await
+        let v: i64 = sqlx::query_scalar(REVISION)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db)?;
+        Ok(Revision(u64_of("revision", v)?))
     }
-}
-
-async fn revision(conn: &mut PgConnection) -> Result<Revision> {
-    let v: i64 = sqlx::query_scalar(REVISION)
-        .fetch_one(conn)
-        .await
-        .map_err(db)?;
-    Ok(Revision(u64_of("revision", v)?))
 }
 
 fn definition(row: &PgRow) -> Result<CapabilityDefinition> {

@@ -194,3 +194,60 @@ pub(crate) fn replica(row: &PgRow) -> Result<Replica> {
         },
     })
 }
+
+/// A replica row as `to_jsonb` writes it (the data role's functions,
+/// migration 0008).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplicaRow {
+    replica_id: String,
+    instance_id: String,
+    version_id: String,
+    endpoint: String,
+    peer_identity: String,
+    region: String,
+    zone: String,
+    capacity_class: String,
+    capacity: i64,
+    health_seq: i64,
+    lease_expires_at_ms: i64,
+    active: i64,
+    state: String,
+    circuit_open: bool,
+    consecutive_unknown: i64,
+}
+
+/// A replica, from its row as JSON text.
+pub(crate) fn replica_json(text: &str) -> Result<Replica> {
+    fn checked<T: TryFrom<String, Error = Error>>(name: &'static str, v: String) -> Result<T> {
+        T::try_from(v).map_err(|_| corrupt(name))
+    }
+    let row: ReplicaRow = serde_json::from_str(text).map_err(|_| corrupt("replica row"))?;
+    let state = match row.state.as_str() {
+        "ready" => ReplicaState::Ready,
+        "draining" => ReplicaState::Draining,
+        "offline" => ReplicaState::Offline,
+        _ => return Err(corrupt("state")),
+    };
+    Ok(Replica {
+        spec: ReplicaSpec {
+            id: checked("replica_id", row.replica_id)?,
+            instance: checked("instance_id", row.instance_id)?,
+            version: checked("version_id", row.version_id)?,
+            endpoint: row.endpoint,
+            peer_identity: row.peer_identity,
+            region: checked("region", row.region)?,
+            zone: checked("zone", row.zone)?,
+            capacity_class: checked("capacity_class", row.capacity_class)?,
+            capacity: u32_of("capacity", row.capacity)?,
+        },
+        health_seq: u64_of("health_seq", row.health_seq)?,
+        lease_expires_at: Timestamp(u64_of("lease_expires_at_ms", row.lease_expires_at_ms)?),
+        active: u32_of("active", row.active)?,
+        state,
+        circuit: Circuit {
+            open: row.circuit_open,
+            consecutive_unknown: u32_of("consecutive_unknown", row.consecutive_unknown)?,
+        },
+    })
+}

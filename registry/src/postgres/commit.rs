@@ -44,7 +44,7 @@ pub(crate) fn observed() -> bool {
 
 /// Takes the next commit sequence, inside the caller's transaction.
 pub(crate) async fn take(conn: &mut PgConnection) -> Result<i64> {
-    sqlx::query_scalar("SELECT nextval('connreg.commit_order')")
+    sqlx::query_scalar("SELECT connreg.data_commit_order()")
         .fetch_one(conn)
         .await
         .map_err(db)

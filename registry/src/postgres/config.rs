@@ -219,13 +219,19 @@ impl PoolOptions {
 }
 
 /// Both pools of a full registry (AUTH-1). They may name one database
-/// through two roles.
+/// through two roles, and must log in as two roles unless
+/// [`single_role_development`](PgOptions::single_role_development) says
+/// otherwise.
 #[derive(Debug, Clone)]
 pub struct PgOptions {
     /// Installs the schema and changes catalog and admission state.
     pub control: PoolOptions,
     /// Catalog reads, routing, reservations, replica lifecycle, status.
     pub data: PoolOptions,
+    /// Both pools log in as one role, and the data plane's grants are not
+    /// installed: for a developer's throwaway database only. Without it,
+    /// one role for both pools is refused (AUTH-1).
+    pub single_role_development: bool,
 }
 
 impl PgOptions {
@@ -242,7 +248,20 @@ impl PgOptions {
         PgOptions {
             control: PoolOptions::control(login(&roles.control, &roles.control_password)),
             data: PoolOptions::data(login(&roles.data, &roles.data_password)),
+            single_role_development: false,
         }
+    }
+
+    /// Both pools through one URL and one role: the single-role
+    /// development mode, named so it is never chosen by accident. The data
+    /// pool can then do anything the control role can; never deploy it.
+    pub fn single_role_development(url: &str) -> Result<PgOptions, StartError> {
+        let connect = PoolOptions::parse_url(url)?;
+        Ok(PgOptions {
+            control: PoolOptions::control(connect.clone()),
+            data: PoolOptions::data(connect),
+            single_role_development: true,
+        })
     }
 
     /// Both pools with their defaults, from one URL per role.
@@ -250,6 +269,7 @@ impl PgOptions {
         Ok(PgOptions {
             control: PoolOptions::control(PoolOptions::parse_url(control_url)?),
             data: PoolOptions::data(PoolOptions::parse_url(data_url)?),
+            single_role_development: false,
         })
     }
 }

@@ -7,8 +7,9 @@
 //! the first four bytes of their MD5: fixed across processes and releases.
 //! Two identifiers with one key only serialize with each other, which is
 //! safe. All are transaction locks, released at commit or rollback. The
-//! resolve function (migration 0004) takes the action and catalog locks
-//! with the classes and keys the backend passes it from here.
+//! data role's functions (migration 0008) take the action and instance
+//! locks with these classes and `connreg.lock_key`, the same key as
+//! [`key`]; start-up checks the classes (`connreg.data_protocol_limits`).
 
 use md5::{Digest, Md5};
 use sqlx::PgConnection;
@@ -19,8 +20,10 @@ use crate::error::Result;
 /// `"cnr\0"`: the project's class ids are this plus a small number.
 pub const LOCK_CLASS_BASE: i32 = 0x636e_7200;
 
-/// The store-wide catalog publication lock: exclusive for publishers,
-/// shared for readers (CAT-4).
+/// The store-wide catalog publication lock of migrations 0004..0007:
+/// exclusive for publishers, shared for readers (CAT-4). Since 0008 the
+/// catalog lock is a table lock on `connreg.catalog_lock` instead, which
+/// the data role cannot take; this class is no longer used.
 pub const LOCK_CLASS_CATALOG: i32 = LOCK_CLASS_BASE + 1;
 /// The one key of [`LOCK_CLASS_CATALOG`].
 pub const CATALOG_KEY: i32 = 0;
@@ -39,72 +42,22 @@ pub fn key(id: &str) -> i32 {
     i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }
 
-/// Serializes on one action (settlement).
-pub(crate) async fn action(conn: &mut PgConnection, action: &str) -> Result<()> {
-    exclusive(conn, LOCK_CLASS_ACTION, key(action)).await
-}
-
-/// The admission counter rows of `scopes`, locked in scope order, waiting
-/// for them (LOCK-1: every writer of counters takes them this way, after
-/// any replica row it needs). Nothing to do for no scopes.
-pub(crate) async fn counters(conn: &mut PgConnection, scopes: &[String]) -> Result<()> {
-    if scopes.is_empty() {
-        return Ok(());
-    }
-    sqlx::query(
-        "SELECT scope_id FROM connreg.admission_counters
-         WHERE scope_id = ANY($1) ORDER BY scope_id FOR UPDATE",
-    )
-    .bind(scopes)
-    .fetch_all(conn)
-    .await
-    .map_err(db)?;
-    Ok(())
-}
-
-/// Serializes registrations of one instance's replicas.
-pub(crate) async fn instance(conn: &mut PgConnection, instance: &str) -> Result<()> {
-    exclusive(conn, LOCK_CLASS_INSTANCE, key(instance)).await
-}
-
 /// The publication lock, exclusive, waiting in the queue at most
 /// `wait_ms`: false when it was not granted in that time. The caller's
 /// transaction is still usable either way (the wait runs in a savepoint),
-/// and its `lock_timeout` is as it was.
+/// and its `lock_timeout` is as it was. Since migration 0008 the lock is a
+/// table lock on `connreg.catalog_lock`, which only the control role and
+/// the data-plane functions' owner may take.
 pub(crate) async fn catalog_exclusive_within(
     conn: &mut PgConnection,
     wait_ms: u32,
 ) -> Result<bool> {
-    let granted: bool =
-        sqlx::query_scalar("SELECT connreg.catalog_lock_exclusive_within($1, $2, $3)")
-            .bind(LOCK_CLASS_CATALOG)
-            .bind(CATALOG_KEY)
-            .bind(i32::try_from(wait_ms).unwrap_or(i32::MAX))
-            .fetch_one(conn)
-            .await
-            .map_err(db)?;
+    let granted: bool = sqlx::query_scalar("SELECT connreg.catalog_lock_exclusive($1)")
+        .bind(i32::try_from(wait_ms).unwrap_or(i32::MAX))
+        .fetch_one(conn)
+        .await
+        .map_err(db)?;
     Ok(granted)
-}
-
-/// The publication lock, shared: a reader's view of one revision.
-pub(crate) async fn catalog_shared(conn: &mut PgConnection) -> Result<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock_shared($1, $2)")
-        .bind(LOCK_CLASS_CATALOG)
-        .bind(CATALOG_KEY)
-        .execute(conn)
-        .await
-        .map_err(db)?;
-    Ok(())
-}
-
-async fn exclusive(conn: &mut PgConnection, class: i32, key: i32) -> Result<()> {
-    sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
-        .bind(class)
-        .bind(key)
-        .execute(conn)
-        .await
-        .map_err(db)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -61,9 +61,38 @@
 //!   for holding no row, candidates abandoned whole in a subtransaction,
 //!   every wait bounded; the commit order sequence; the publication's
 //!   bounded wait for the catalog lock.
+//! - `0008_create_protocol_boundary`: the data role's boundary (AUTH-6):
+//!   every data-plane call one `SECURITY DEFINER` function (`data_*`) with
+//!   a fixed `search_path`, owned by the protocol owner role (`NOLOGIN`,
+//!   only the table privileges those functions need); the data role keeps
+//!   EXECUTE on them and SELECT on the schema version, nothing else. The
+//!   catalog lock becomes a table lock on `connreg.catalog_lock`, which no
+//!   role without a privilege on it can take.
 //!
 //! No column holds a credential or secret value, only references and
 //! revisions (REC-7).
+//!
+//! # Roles (AUTH-1, AUTH-2, AUTH-6..AUTH-8)
+//!
+//! - The control role owns the schema and its tables, migrates, publishes,
+//!   closes circuits (recorded under its own name: `session_user`) and
+//!   reads the audit log, which nobody else may read or change.
+//! - The protocol owner role ([`Roles::protocol_owner`]) cannot log in and
+//!   owns the data-plane functions.
+//! - The data role can run those functions and read the schema version.
+//!   Every lock it can come to hold is taken inside them: the catalog lock
+//!   is a table lock it has no privilege to take, and row locks need table
+//!   privileges it lacks. What it can still take alone are advisory locks
+//!   (`pg_advisory_lock` is PUBLIC in PostgreSQL): a hostile hold of an
+//!   action's or instance's lock delays only that action's or instance's
+//!   calls, each answering `Unavailable` within the data role's
+//!   `lock_timeout`. Role defaults ([`DATA_ROLE_STATEMENT_TIMEOUT_MS`] and
+//!   the others, set by [`create_roles`]) bound a session that sets none
+//!   itself; a client can still change its own session settings, so they
+//!   protect against mistakes (a psql session left open), not against a
+//!   holder of the credentials who means harm.
+//! - [`PgRegistry::connect`] refuses one role for both pools unless
+//!   [`PgOptions::single_role_development`] says so.
 //!
 //! # Bounds on waiting (LOCK-3, LOCK-4, LOCK-6)
 //!
@@ -95,8 +124,8 @@
 //! - `health`: call deadlines, and testing pooled connections after one
 //!   was lost.
 //! - `commit`: [`observe_commit`], the commit order of a call.
-//! - `lifecycle`: registration, heartbeats, drain, lease maintenance,
-//!   circuits.
+//! - `lifecycle`: registration, heartbeats, drain, lease maintenance;
+//!   the control plane's operator acts (circuits, the audit log).
 //! - `status`: aggregate status and inspection.
 //! - `locks`: the advisory lock key space.
 //! - `codec`: rows to records; the `bigint` bounds.
@@ -134,5 +163,9 @@ pub use locks::{
 };
 pub use registry::{PgDataPlane, PgRegistry, PoolSize, PoolStatus};
 pub use routing::{ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT, ROUTE_LOCK_WAIT_MS, ReplicaReads};
-pub use setup::{MIGRATOR, Roles, SCHEMA, SCHEMA_VERSION, create_roles};
+pub use setup::{
+    CONTROL_ROLE_IDLE_IN_TRANSACTION_MS, CONTROL_ROLE_LOCK_TIMEOUT_MS,
+    CONTROL_ROLE_STATEMENT_TIMEOUT_MS, DATA_ROLE_IDLE_IN_TRANSACTION_MS, DATA_ROLE_LOCK_TIMEOUT_MS,
+    DATA_ROLE_STATEMENT_TIMEOUT_MS, MIGRATOR, Roles, SCHEMA, SCHEMA_VERSION, create_roles,
+};
 pub use sqlx::postgres::PgConnectOptions;

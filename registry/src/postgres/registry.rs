@@ -10,18 +10,18 @@ use super::data::{Calls, Data};
 use super::error::StartError;
 use super::health::Health;
 use super::routing::ReplicaReads;
-use super::{catalog, setup};
+use super::{catalog, lifecycle, setup, status};
 use crate::catalog::{CatalogPage, CatalogQuery};
 use crate::clock::Clock;
-use crate::contracts::{CatalogAdmin, CatalogRead, ReplicaLifecycle, Routing, Status};
+use crate::contracts::{CatalogAdmin, CatalogRead, Operations, ReplicaLifecycle, Routing, Status};
 use crate::error::Result;
 use crate::id::{ActionId, ReplicaId, TenantId};
 use crate::inspect::{Inspect, StoreSnapshot};
 use crate::records::{Replica, Revision, RouteRecord};
 use crate::request::{
-    AuditEntry, CircuitCloseParams, HeartbeatOutcome, HeartbeatParams, MaintainParams, Maintained,
-    Publication, RegisterParams, RegistryConfig, Resolved, RouteRequest, SettleParams, Settled,
-    StatusReport,
+    AuditEntry, AuditPage, AuditQuery, CircuitCloseParams, HeartbeatOutcome, HeartbeatParams,
+    MaintainParams, Maintained, Publication, RegisterParams, RegistryConfig, Resolved,
+    RouteRequest, SettleParams, Settled, StatusReport,
 };
 
 /// A registry on PostgreSQL with both pools: every contract (AUTH-1).
@@ -31,6 +31,12 @@ pub struct PgRegistry {
     data: Data,
     control: PgPool,
     control_calls: Calls,
+    /// The role the data pool logs in as.
+    #[cfg_attr(not(feature = "plant"), allow(dead_code))]
+    data_role: String,
+    /// The role the control pool logs in as: the authority of its operator
+    /// acts (AUTH-7).
+    control_role: String,
     /// Whatever must live as long as the registry, such as a test database.
     guard: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -58,6 +64,25 @@ impl PgRegistry {
         config.validate().map_err(|e| StartError::Options {
             reason: e.to_string(),
         })?;
+        let one_role = options.control.role() == options.data.role();
+        if one_role && !options.single_role_development {
+            return Err(StartError::Options {
+                reason: format!(
+                    "AUTH-1: the control and data pools both log in as {:?}, which would give \
+                     the data plane the control role's powers; give the data pool its own \
+                     role (postgres::create_roles), or choose \
+                     PgOptions::single_role_development explicitly",
+                    options.control.role()
+                ),
+            });
+        }
+        if !one_role && options.single_role_development {
+            return Err(StartError::Options {
+                reason: "single_role_development names one role for both pools, but they \
+                         log in as two"
+                    .into(),
+            });
+        }
         let control_health = Health::default();
         let data_health = Health::default();
         let control = options.control.open("control", &control_health).await?;
@@ -89,6 +114,8 @@ impl PgRegistry {
             },
             control,
             control_calls: Calls::of(&options.control, control_health),
+            data_role: options.data.role().to_owned(),
+            control_role: options.control.role().to_owned(),
             guard: None,
         })
     }
@@ -100,11 +127,22 @@ impl PgRegistry {
         self
     }
 
-    /// The same registry with one planted bug switched on.
+    /// The same registry with one planted bug switched on; a plant that
+    /// lives in the database is installed through the control pool.
     #[cfg(feature = "plant")]
-    pub fn with_plant(mut self, plant: crate::plant::PgPlant) -> PgRegistry {
+    pub async fn with_plant(
+        mut self,
+        plant: crate::plant::PgPlant,
+    ) -> std::result::Result<PgRegistry, StartError> {
+        setup::install_plant(&self.control, plant, &self.data_role).await?;
         self.data.plant = Some(plant);
-        self
+        Ok(self)
+    }
+
+    /// The role the control pool logs in as: operator acts are recorded
+    /// under it (AUTH-7).
+    pub fn control_role(&self) -> &str {
+        &self.control_role
     }
 
     /// A handle on the same data pool that cannot publish.
@@ -240,6 +278,34 @@ pub struct PoolStatus {
     pub data: PoolSize,
 }
 
+impl Operations for PgRegistry {
+    async fn circuit_close(&self, params: CircuitCloseParams) -> Result<AuditEntry> {
+        self.control_calls
+            .within(lifecycle::circuit_close(
+                &self.control,
+                self.data.now(),
+                params,
+            ))
+            .await
+    }
+
+    async fn audit_page(&self, query: AuditQuery) -> Result<AuditPage> {
+        self.control_calls
+            .within(lifecycle::audit_page(&self.control, query))
+            .await
+    }
+}
+
+/// Reads every table, so through the control pool (AUTH-6): for checkers
+/// and tests, not a serving path.
+impl Inspect for PgRegistry {
+    async fn inspect(&self) -> Result<StoreSnapshot> {
+        self.control_calls
+            .within(status::inspect(&self.control))
+            .await
+    }
+}
+
 impl CatalogAdmin for PgRegistry {
     async fn catalog_publish(&self, publication: Publication) -> Result<Revision> {
         self.control_calls
@@ -310,23 +376,11 @@ macro_rules! data_plane_contracts {
                     .within(self.data.lease_maintain(params))
                     .await
             }
-            async fn circuit_close(&self, params: CircuitCloseParams) -> Result<AuditEntry> {
-                self.data
-                    .calls
-                    .within(self.data.circuit_close(params))
-                    .await
-            }
         }
 
         impl Status for $ty {
             async fn status(&self) -> Result<StatusReport> {
                 self.data.calls.within(self.data.status()).await
-            }
-        }
-
-        impl Inspect for $ty {
-            async fn inspect(&self) -> Result<StoreSnapshot> {
-                self.data.calls.within(self.data.inspect()).await
             }
         }
     };

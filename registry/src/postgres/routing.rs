@@ -1,23 +1,24 @@
 //! Route resolution, lookup and settlement (ROUTE, PIN, SETTLE).
 //!
-//! A resolve is one call of `connreg.route_resolve` (migration 0007, which
-//! replaced the function of 0004..0006): one round trip and one transaction
-//! holding the action's advisory lock and the catalog's shared lock, the
+//! A resolve is one call of `connreg.data_route_resolve` (migration 0008,
+//! around the decision of 0007, which replaced the function of
+//! 0004..0006): one round trip and one transaction holding the action's
+//! advisory lock and the catalog's shared lock, the
 //! existing-route check, the pinned re-reservation, the replica choice with
 //! a bounded retry, the scope and replica reservation, the fence and the
 //! insert. Migrations 0004 and 0007 document the choice in full. This
 //! module binds its inputs (the injected clock's time, the lock keys, the
-//! bounds below) and maps its outcome; settlement runs here as a short
-//! transaction ([`tx::transaction`]: committed, or rolled back and the
-//! rollback awaited, on every path).
+//! bounds below, which the function fixes and start-up checks) and maps
+//! its outcome; settlement is one call of `connreg.data_route_settle`, its
+//! own short transaction. The data role can run nothing else (AUTH-6).
 //!
 //! # Lock order (LOCK-1)
 //!
 //! One global order, for every transaction of this backend:
 //!
 //! 1. the action's advisory lock (resolve, settle);
-//! 2. the catalog's advisory lock (shared for resolves and reads,
-//!    exclusive for publications);
+//! 2. the catalog lock, a table lock on `connreg.catalog_lock` (ROW SHARE
+//!    for resolves, EXCLUSIVE for publications);
 //! 3. replica rows;
 //! 4. admission counter rows, several at once always in scope order;
 //! 5. assignment rows.
@@ -36,17 +37,16 @@
 use sqlx::PgConnection;
 use sqlx::postgres::PgRow;
 
-use super::codec::{col, ms, route, route_columns, u32_of};
+use super::codec::{col, ms, route};
 use super::commit;
 use super::data::Data;
 use super::error::db;
 use super::health;
-use super::locks;
 use super::tx;
 use crate::error::{Error, Result};
 use crate::id::{ActionId, TenantId};
 use crate::limits::{ROUTE_LOCK_ATTEMPTS_MAX, TENANT_CAPABILITY_BINDINGS_MAX};
-use crate::records::{Circuit, RouteRecord};
+use crate::records::{RouteAssignment, RouteRecord};
 use crate::request::{CrossRegion, ResolveKind, Resolved, RouteRequest, SettleParams, Settled};
 
 /// Longest the last choosing attempt waits for a locked candidate, in ms.
@@ -68,38 +68,22 @@ const _: () = assert!(
 const _: () = assert!(ROUTE_LOCK_ATTEMPTS_MAX <= i32::MAX as u32);
 const _: () = assert!(TENANT_CAPABILITY_BINDINGS_MAX <= i32::MAX as usize);
 
-/// The whole resolve, one call (migration 0007).
-const RESOLVE: &str = "SELECT * FROM connreg.route_resolve(
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
+/// The whole resolve, one call of the data role's function (migration
+/// 0008, around the decision of 0007).
+const RESOLVE: &str =
+    "SELECT * FROM connreg.data_route_resolve($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
-const SELECT_ROUTE: &str = concat!(
-    "SELECT ",
-    route_columns!(),
-    " FROM connreg.assignments a WHERE a.action_id = $1"
-);
+/// PIN-5, PIN-6: one tenant's route.
+const SELECT_TENANT_ROUTE: &str = "SELECT * FROM connreg.data_route_get($1, $2)";
 
-const SELECT_TENANT_ROUTE: &str = concat!(
-    "SELECT ",
-    route_columns!(),
-    " FROM connreg.assignments a WHERE a.action_id = $1 AND a.tenant_id = $2"
-);
+/// SETTLE-1..SETTLE-5, one call: the given assignment as JSON, compared
+/// whole with the stored one (migration 0008).
+const SETTLE: &str = "SELECT connreg.data_route_settle($1::text::jsonb, $2, $3, $4)";
 
-/// SETTLE-3: the replica named by the settlement, locked before the route
-/// is read, so lease maintenance cannot release the route in between.
-const LOCK_SETTLED_REPLICA: &str = "SELECT circuit_open, consecutive_unknown
-     FROM connreg.replicas WHERE replica_id = $1 FOR UPDATE";
-
-/// SETTLE-3: counters, replica count and circuit, and the route, released.
-const RELEASE_ROUTE: &str = "WITH counters AS (
-        UPDATE connreg.admission_counters SET in_use = GREATEST(in_use - 1, 0)
-         WHERE scope_id = ANY($1)
-    ), replica AS (
-        UPDATE connreg.replicas
-           SET active = GREATEST(active - 1, 0), circuit_open = $3, consecutive_unknown = $4
-         WHERE replica_id = $2
-    )
-    UPDATE connreg.assignments SET reserved = false, last_settlement = $5
-     WHERE action_id = $6";
+/// The settlement of the `settle-locks-counters-first` plant (installed by
+/// `PgRegistry::with_plant`).
+#[cfg(feature = "plant")]
+const SETTLE_PLANTED: &str = "SELECT connreg.planted_route_settle($1::text::jsonb, $2, $3, $4)";
 
 impl Data {
     /// ROUTE-2..ROUTE-7, PIN-2..PIN-4.
@@ -151,14 +135,6 @@ impl Data {
             .bind(topo.cross_region == CrossRegion::Allowed)
             .bind(topo.preferred_region.as_ref().map(|r| r.as_str()))
             .bind(topo.preferred_zone.as_ref().map(|z| z.as_str()))
-            .bind(locks::LOCK_CLASS_ACTION)
-            .bind(locks::key(request.action.as_str()))
-            .bind(locks::LOCK_CLASS_CATALOG)
-            .bind(locks::CATALOG_KEY)
-            .bind(ROUTE_LOCK_ATTEMPTS_MAX as i32)
-            .bind(ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT as i32)
-            .bind(ROUTE_LOCK_WAIT_MS as i32)
-            .bind(TENANT_CAPABILITY_BINDINGS_MAX as i32)
             .bind(commit::observed())
             .fetch_one(executor)
             .await
@@ -192,88 +168,79 @@ impl Data {
         action: ActionId,
     ) -> Result<Option<RouteRecord>> {
         let row = sqlx::query(SELECT_TENANT_ROUTE)
-            .bind(action.as_str())
             .bind(tenant.as_str())
+            .bind(action.as_str())
             .fetch_optional(&self.pool)
             .await
             .map_err(db)?;
         row.as_ref().map(route).transpose()
     }
 
-    /// SETTLE-1..SETTLE-5.
+    /// SETTLE-1..SETTLE-5: one statement, its own transaction.
     pub(crate) async fn route_settle(&self, params: SettleParams) -> Result<Settled> {
-        tx::transaction(&self.pool, async |tx: &mut PgConnection| {
-            self.settle_in(tx, &params).await
+        let given = assignment_json(&params.assignment).to_string();
+        let policy = self.config.circuit;
+        #[cfg(feature = "plant")]
+        let statement = if self.planted(crate::plant::PgPlant::SettleLocksCountersFirst) {
+            SETTLE_PLANTED
+        } else {
+            SETTLE
+        };
+        #[cfg(not(feature = "plant"))]
+        let statement = SETTLE;
+        tx::call(&self.pool, async |conn: &mut PgConnection| {
+            let outcome: String = sqlx::query_scalar(statement)
+                .bind(&given)
+                .bind(params.outcome.as_str())
+                .bind(policy.enabled)
+                .bind(i64::from(policy.threshold))
+                .fetch_one(conn)
+                .await
+                .map_err(db)?;
+            match outcome.as_str() {
+                "released" => Ok(Settled { released: true }),
+                // SETTLE-4: already released; nothing changes.
+                "not_reserved" => Ok(Settled { released: false }),
+                // SETTLE-2: no such route, or another assignment.
+                "fence_lost" => Err(Error::FenceLost),
+                _ => Err(super::error::corrupt("data_route_settle outcome")),
+            }
         })
         .await
     }
+}
 
-    /// The settlement inside its transaction. Lock order: the action lock,
-    /// the replica row, the counters in scope order, the route's row.
-    async fn settle_in(&self, tx: &mut PgConnection, params: &SettleParams) -> Result<Settled> {
-        let given = &params.assignment;
-        locks::action(&mut *tx, given.identity.action.as_str()).await?;
-        #[cfg(feature = "plant")]
-        if self.planted(crate::plant::PgPlant::SettleLocksCountersFirst) {
-            let scopes: Vec<String> = given
-                .reservation
-                .scopes
-                .iter()
-                .map(|s| s.as_str().to_owned())
-                .collect();
-            locks::counters(&mut *tx, &scopes).await?;
-        }
-        let replica = sqlx::query(LOCK_SETTLED_REPLICA)
-            .bind(given.destination.replica.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db)?;
-        let stored = sqlx::query(SELECT_ROUTE)
-            .bind(given.identity.action.as_str())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db)?;
-        let Some(stored) = stored.as_ref().map(route).transpose()? else {
-            return Err(Error::FenceLost);
-        };
-        // SETTLE-2: the whole assignment, fence included.
-        if stored.assignment != *given {
-            return Err(Error::FenceLost);
-        }
-        if !stored.reserved {
-            // SETTLE-4: already released; nothing changes.
-            return Ok(Settled { released: false });
-        }
-        let Some(replica) = replica else {
-            return Err(crate::postgres::error::corrupt("assignments.replica_id"));
-        };
-        let circuit = Circuit {
-            open: col(&replica, "circuit_open")?,
-            consecutive_unknown: u32_of(
-                "consecutive_unknown",
-                col(&replica, "consecutive_unknown")?,
-            )?,
-        }
-        .after_settlement(params.outcome, self.config.circuit);
-        let scopes: Vec<String> = given
-            .reservation
-            .scopes
-            .iter()
-            .map(|s| s.as_str().to_owned())
-            .collect();
-        locks::counters(&mut *tx, &scopes).await?;
-        sqlx::query(RELEASE_ROUTE)
-            .bind(&scopes)
-            .bind(given.destination.replica.as_str())
-            .bind(circuit.open)
-            .bind(i64::from(circuit.consecutive_unknown))
-            .bind(params.outcome.as_str())
-            .bind(given.identity.action.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        Ok(Settled { released: true })
-    }
+/// The assignment as `connreg.assignment_json` builds it from the stored
+/// row (migration 0008): the route's columns without its reservation state.
+fn assignment_json(a: &RouteAssignment) -> serde_json::Value {
+    let p = &a.policy;
+    serde_json::json!({
+        "action_id": a.identity.action.as_str(),
+        "tenant_id": a.identity.tenant.as_str(),
+        "capability_id": a.identity.capability.as_str(),
+        "binding_id": a.destination.binding.as_str(),
+        "instance_id": a.destination.instance.as_str(),
+        "version_id": a.destination.version.as_str(),
+        "type_id": a.destination.connector_type.as_str(),
+        "replica_id": a.destination.replica.as_str(),
+        "endpoint": a.destination.endpoint,
+        "peer_identity": a.destination.peer_identity,
+        "region": a.destination.region.as_str(),
+        "zone": a.destination.zone.as_str(),
+        "catalog_revision": p.catalog_revision.0,
+        "binding_priority": p.binding_priority,
+        "policy_revision": p.policy_revision,
+        "credential_ref": p.credential.reference,
+        "credential_revision": p.credential.revision,
+        "secret_provider_ref": p.secret_provider.reference,
+        "secret_provider_revision": p.secret_provider.revision,
+        "quota_policy_ref": p.quota_policy.as_ref().map(|q| q.reference.as_str()),
+        "quota_policy_revision": p.quota_policy.as_ref().map(|q| q.revision),
+        "capacity_class": p.capacity_class.as_str(),
+        "fence": a.reservation.fence.0,
+        "attempt": a.reservation.attempt,
+        "scopes": a.reservation.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+    })
 }
 
 /// What one resolve read of the replicas table.

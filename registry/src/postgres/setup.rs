@@ -26,7 +26,28 @@ pub const SCHEMA: &str = "connreg";
 
 /// The schema version this build serves: the number of the last migration,
 /// which records it in `connreg.schema_version`.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
+
+/// `statement_timeout` set on the data role (AUTH-8): what a session of
+/// that role gets when it sets none itself. The registry's data pool sets
+/// its own ([`PoolOptions::statement_timeout_ms`](super::PoolOptions)).
+pub const DATA_ROLE_STATEMENT_TIMEOUT_MS: u32 = 5_000;
+/// `lock_timeout` set on the data role (AUTH-8): bounds the data-plane
+/// functions' waits for the action and catalog locks.
+pub const DATA_ROLE_LOCK_TIMEOUT_MS: u32 = 5_000;
+/// `idle_in_transaction_session_timeout` set on the data role (AUTH-8): a
+/// session idle inside a transaction, holding the locks of the calls it
+/// made, is ended by the server after this long.
+pub const DATA_ROLE_IDLE_IN_TRANSACTION_MS: u32 = 5_000;
+/// `statement_timeout` set on the control role (AUTH-8).
+pub const CONTROL_ROLE_STATEMENT_TIMEOUT_MS: u32 = 60_000;
+/// `lock_timeout` set on the control role (AUTH-8).
+pub const CONTROL_ROLE_LOCK_TIMEOUT_MS: u32 = 60_000;
+/// `idle_in_transaction_session_timeout` set on the control role (AUTH-8).
+pub const CONTROL_ROLE_IDLE_IN_TRANSACTION_MS: u32 = 60_000;
+
+/// What [`Roles::protocol_owner`] appends to the control role's name.
+const PROTOCOL_OWNER_SUFFIX: &str = "_protocol";
 
 /// The migrations, embedded at build time.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
@@ -58,6 +79,13 @@ impl std::fmt::Debug for Roles {
 }
 
 impl Roles {
+    /// The role that owns the data-plane functions (AUTH-6): cannot log in,
+    /// holds only the table privileges those functions need; the control
+    /// role is a member, so it can hand them over.
+    pub fn protocol_owner(&self) -> String {
+        protocol_owner(&self.control)
+    }
+
     fn validate(&self) -> Result<(), StartError> {
         for name in [&self.control, &self.data] {
             if name.is_empty() || name.len() > ROLE_NAME_BYTES_MAX {
@@ -65,6 +93,15 @@ impl Roles {
                     reason: format!("role names must be 1 to {ROLE_NAME_BYTES_MAX} bytes"),
                 });
             }
+        }
+        if self.control.len() + PROTOCOL_OWNER_SUFFIX.len() > ROLE_NAME_BYTES_MAX {
+            return Err(StartError::Options {
+                reason: format!(
+                    "the control role's name must be at most {} bytes (its protocol owner \
+                     role appends {PROTOCOL_OWNER_SUFFIX:?})",
+                    ROLE_NAME_BYTES_MAX - PROTOCOL_OWNER_SUFFIX.len()
+                ),
+            });
         }
         if self.control == self.data {
             return Err(StartError::Options {
@@ -75,12 +112,38 @@ impl Roles {
     }
 }
 
-/// Creates the control and data roles (if missing) and the `connreg` schema
-/// owned by the control role, in the database `admin` names. Idempotent.
+/// The protocol owner role of `control` ([`Roles::protocol_owner`]).
+pub(crate) fn protocol_owner(control: &str) -> String {
+    format!("{control}{PROTOCOL_OWNER_SUFFIX}")
+}
+
+/// Creates the control and data roles (if missing), the protocol owner
+/// role ([`Roles::protocol_owner`], `NOLOGIN`, granted to the control
+/// role), and the `connreg` schema owned by the control role, in the
+/// database `admin` names; sets both login roles' session defaults
+/// (AUTH-8: [`DATA_ROLE_STATEMENT_TIMEOUT_MS`] and the others). Idempotent:
+/// run it again before upgrading a database created before the owner role
+/// existed.
 ///
 /// `admin` must be allowed to create roles and schemas in that database.
 /// Passwords, when given, are set (again) on every call. Role names and
 /// passwords reach the server as bound parameters and are quoted there.
+///
+/// The same, as statements an operator runs (names as deployed):
+///
+/// ```sql
+/// CREATE ROLE connreg_control LOGIN PASSWORD '…';
+/// CREATE ROLE connreg_data LOGIN PASSWORD '…';
+/// CREATE ROLE connreg_control_protocol NOLOGIN NOINHERIT;
+/// GRANT connreg_control_protocol TO connreg_control;
+/// CREATE SCHEMA connreg AUTHORIZATION connreg_control;
+/// ALTER ROLE connreg_data SET statement_timeout = '5000ms';
+/// ALTER ROLE connreg_data SET lock_timeout = '5000ms';
+/// ALTER ROLE connreg_data SET idle_in_transaction_session_timeout = '5000ms';
+/// ALTER ROLE connreg_control SET statement_timeout = '60000ms';
+/// ALTER ROLE connreg_control SET lock_timeout = '60000ms';
+/// ALTER ROLE connreg_control SET idle_in_transaction_session_timeout = '60000ms';
+/// ```
 pub async fn create_roles(admin: &PgConnectOptions, roles: &Roles) -> Result<(), StartError> {
     roles.validate()?;
     let step = |what: &'static str| {
@@ -135,6 +198,72 @@ pub async fn create_roles(admin: &PgConnectOptions, roles: &Roles) -> Result<(),
         .await
         .map_err(step("grant connect"))?;
     }
+    let owner = roles.protocol_owner();
+    let owner_exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+            .bind(&owner)
+            .fetch_one(&mut conn)
+            .await
+            .map_err(step("look up the protocol owner role"))?;
+    if !owner_exists {
+        execute_formatted(
+            &mut conn,
+            "SELECT format('CREATE ROLE %I NOLOGIN NOINHERIT NOSUPERUSER NOCREATEDB NOCREATEROLE', \
+             $1::text)",
+            &owner,
+            None,
+        )
+        .await
+        .or_else(|e| match &e {
+            sqlx::Error::Database(d) if d.code().as_deref() == Some("42710") => Ok(()),
+            _ => Err(e),
+        })
+        .map_err(step("create the protocol owner role"))?;
+    }
+    execute_formatted(
+        &mut conn,
+        "SELECT format('GRANT %I TO %I', $1::text, $2::text)",
+        &owner,
+        Some(&roles.control),
+    )
+    .await
+    .map_err(step("grant the protocol owner role to the control role"))?;
+    for (role, settings) in [
+        (
+            &roles.data,
+            [
+                ("statement_timeout", DATA_ROLE_STATEMENT_TIMEOUT_MS),
+                ("lock_timeout", DATA_ROLE_LOCK_TIMEOUT_MS),
+                (
+                    "idle_in_transaction_session_timeout",
+                    DATA_ROLE_IDLE_IN_TRANSACTION_MS,
+                ),
+            ],
+        ),
+        (
+            &roles.control,
+            [
+                ("statement_timeout", CONTROL_ROLE_STATEMENT_TIMEOUT_MS),
+                ("lock_timeout", CONTROL_ROLE_LOCK_TIMEOUT_MS),
+                (
+                    "idle_in_transaction_session_timeout",
+                    CONTROL_ROLE_IDLE_IN_TRANSACTION_MS,
+                ),
+            ],
+        ),
+    ] {
+        for (setting, ms) in settings {
+            // The setting's name is one of the fixed names above.
+            execute_formatted(
+                &mut conn,
+                &format!("SELECT format('ALTER ROLE %I SET {setting} = %L', $1::text, $2::text)"),
+                role,
+                Some(&format!("{ms}ms")),
+            )
+            .await
+            .map_err(step("set a role's session defaults"))?;
+        }
+    }
     let schema_exists: bool = sqlx::query_scalar("SELECT to_regnamespace($1) IS NOT NULL")
         .bind(SCHEMA)
         .fetch_one(&mut conn)
@@ -175,8 +304,10 @@ async fn execute_formatted(
     Ok(())
 }
 
-/// Applies the migrations through the control pool, then grants the data
-/// role its privileges when it is another role.
+/// Applies the migrations through the control pool, then (unless one role
+/// serves both pools, the single-role development mode) hands the
+/// data-plane functions to the protocol owner and grants the data role
+/// exactly EXECUTE on them (AUTH-2, AUTH-6).
 pub(crate) async fn install(
     control: &PgPool,
     control_role: &str,
@@ -213,6 +344,10 @@ pub(crate) async fn install(
                 .bind(super::locks::LOCK_CLASS_SETUP)
                 .execute(&mut *tx)
                 .await?;
+            sqlx::query("SELECT connreg.install_protocol_owner($1)")
+                .bind(protocol_owner(control_role))
+                .execute(&mut *tx)
+                .await?;
             sqlx::query("SELECT connreg.grant_data_role($1)")
                 .bind(data_role)
                 .execute(&mut *tx)
@@ -220,7 +355,12 @@ pub(crate) async fn install(
             tx.commit().await
         };
         grant.await.map_err(|e| StartError::Setup {
-            reason: format!("grant the data role: {}", super::error::db(e)),
+            reason: format!(
+                "hand the data-plane functions to {} and grant the data role: {} \
+                 (run postgres::create_roles, which creates that role, first)",
+                protocol_owner(control_role),
+                super::error::db(e)
+            ),
         })?;
     }
     Ok(())
@@ -247,6 +387,97 @@ pub(crate) async fn verify(pool: &PgPool) -> Result<(), StartError> {
             expected: SCHEMA_VERSION,
             found,
         });
+    }
+    verify_limits(pool).await
+}
+
+/// The constants the data-plane functions fix (migration 0008) are this
+/// build's: lock classes and the resolve's bounds.
+async fn verify_limits(pool: &PgPool) -> Result<(), StartError> {
+    use crate::limits::{
+        ID_BYTES_MAX, INSTANCE_REPLICAS_MAX, LEASE_MAINTENANCE_BATCH_MAX, ROUTE_LOCK_ATTEMPTS_MAX,
+        TENANT_CAPABILITY_BINDINGS_MAX, TEXT_BYTES_MAX,
+    };
+    let row: (i32, i32, i32, i32, i32, i32, i32, i32, i32, i32) =
+        sqlx::query_as("SELECT * FROM connreg.data_protocol_limits()")
+            .fetch_one(pool)
+            .await?;
+    let expected = (
+        super::locks::LOCK_CLASS_ACTION,
+        super::locks::LOCK_CLASS_INSTANCE,
+        super::routing::ROUTE_LOCK_WAIT_MS as i32,
+        ROUTE_LOCK_ATTEMPTS_MAX as i32,
+        super::routing::ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT as i32,
+        TENANT_CAPABILITY_BINDINGS_MAX as i32,
+        INSTANCE_REPLICAS_MAX as i32,
+        LEASE_MAINTENANCE_BATCH_MAX as i32,
+        ID_BYTES_MAX as i32,
+        TEXT_BYTES_MAX as i32,
+    );
+    if row != expected {
+        return Err(StartError::Setup {
+            reason: format!(
+                "the installed data-plane functions fix other limits than this build \
+                 ({row:?}, expected {expected:?})"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Installs the database side of a planted bug (feature `plant`), as the
+/// control role.
+#[cfg(feature = "plant")]
+pub(crate) async fn install_plant(
+    control: &PgPool,
+    plant: crate::plant::PgPlant,
+    data_role: &str,
+) -> Result<(), StartError> {
+    use crate::plant::PgPlant;
+    let statements: Vec<String> = match plant {
+        // Counters first, then the real settlement (replica row, counters
+        // again, route): against LOCK-1.
+        PgPlant::SettleLocksCountersFirst => vec![
+            "CREATE OR REPLACE FUNCTION connreg.planted_route_settle(
+                p_given jsonb, p_outcome text, p_circuit_enabled boolean,
+                p_circuit_threshold bigint) RETURNS text
+             LANGUAGE plpgsql SECURITY DEFINER
+             SET search_path = pg_catalog, connreg, pg_temp
+             AS $$
+             BEGIN
+                 PERFORM 1 FROM connreg.admission_counters c
+                   WHERE c.scope_id IN (SELECT jsonb_array_elements_text(p_given->'scopes'))
+                   ORDER BY c.scope_id FOR UPDATE;
+                 RETURN connreg.data_route_settle(p_given, p_outcome, p_circuit_enabled,
+                     p_circuit_threshold);
+             END
+             $$"
+            .into(),
+            "REVOKE ALL ON FUNCTION connreg.planted_route_settle(jsonb, text, boolean, bigint) \
+             FROM PUBLIC"
+                .into(),
+            format!(
+                "GRANT EXECUTE ON FUNCTION connreg.planted_route_settle(jsonb, text, boolean, \
+                 bigint) TO \"{}\"",
+                data_role.replace('"', "\"\"")
+            ),
+        ],
+        PgPlant::GrantTooWide => vec![format!(
+            "GRANT UPDATE ON connreg.replicas TO \"{}\"",
+            data_role.replace('"', "\"\"")
+        )],
+    };
+    for statement in statements {
+        sqlx::raw_sql(&statement)
+            .execute(control)
+            .await
+            .map_err(|e| StartError::Setup {
+                reason: format!(
+                    "install the plant {}: {}",
+                    plant.name(),
+                    super::error::db(e)
+                ),
+            })?;
     }
     Ok(())
 }

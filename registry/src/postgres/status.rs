@@ -9,18 +9,11 @@ use crate::error::{Error, Result};
 use crate::inspect::{INSPECT_ROWS_MAX, ScopeUsage, StoreSnapshot};
 use crate::records::{AdmissionScope, Revision};
 use crate::request::StatusReport;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 
-/// One statement, so one snapshot: the counts agree with each other.
-const STATUS: &str = "SELECT
-        (SELECT revision FROM connreg.catalog_state) AS revision,
-        count(*) FILTER (WHERE state = 'ready') AS ready,
-        count(*) FILTER (WHERE state = 'draining') AS draining,
-        count(*) FILTER (WHERE state = 'offline') AS offline,
-        count(*) FILTER (WHERE circuit_open) AS open_circuits,
-        (SELECT count(*) FROM connreg.assignments WHERE reserved) AS active_assignments,
-        (SELECT count(*) FROM connreg.assignments) AS assignments_total
-     FROM connreg.replicas";
+/// One statement of the data role's function (migration 0008), so one
+/// snapshot: the counts agree with each other.
+const STATUS: &str = "SELECT * FROM connreg.data_status()";
 
 const COUNT_ROWS: &str = "SELECT (SELECT count(*) FROM connreg.replicas)
         + (SELECT count(*) FROM connreg.assignments)
@@ -44,40 +37,42 @@ impl Data {
             open_circuits: count("open_circuits")?,
         })
     }
+}
 
-    /// Every replica, scope and route, from one snapshot.
-    pub(crate) async fn inspect(&self) -> Result<StoreSnapshot> {
-        tx::read(&self.pool, async |tx: &mut PgConnection| {
-            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                .execute(&mut *tx)
-                .await
-                .map_err(db)?;
-            let rows: i64 = sqlx::query_scalar(COUNT_ROWS)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(db)?;
-            if rows > INSPECT_ROWS_MAX as i64 {
-                return Err(Error::LimitExceeded {
-                    what: "inspected rows",
-                    max: INSPECT_ROWS_MAX as u64,
-                });
-            }
-            let revision: i64 = sqlx::query_scalar("SELECT revision FROM connreg.catalog_state")
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(db)?;
-            let replicas = sqlx::query(concat!(
-                "SELECT ",
-                replica_columns!(),
-                " FROM connreg.replicas r ORDER BY r.replica_id"
-            ))
-            .fetch_all(&mut *tx)
+/// Every replica, scope and route, from one snapshot: through the control
+/// pool, since the data role reads no table (AUTH-6).
+pub(crate) async fn inspect(control: &PgPool) -> Result<StoreSnapshot> {
+    tx::read(control, async |tx: &mut PgConnection| {
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
             .await
-            .map_err(db)?
-            .iter()
-            .map(replica)
-            .collect::<Result<Vec<_>>>()?;
-            let scopes = sqlx::query(
+            .map_err(db)?;
+        let rows: i64 = sqlx::query_scalar(COUNT_ROWS)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        if rows > INSPECT_ROWS_MAX as i64 {
+            return Err(Error::LimitExceeded {
+                what: "inspected rows",
+                max: INSPECT_ROWS_MAX as u64,
+            });
+        }
+        let revision: i64 = sqlx::query_scalar("SELECT revision FROM connreg.catalog_state")
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?;
+        let replicas = sqlx::query(concat!(
+            "SELECT ",
+            replica_columns!(),
+            " FROM connreg.replicas r ORDER BY r.replica_id"
+        ))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(db)?
+        .iter()
+        .map(replica)
+        .collect::<Result<Vec<_>>>()?;
+        let scopes = sqlx::query(
             "SELECT s.scope_id, s.tenant_id, s.kind, s.scope_limit, COALESCE(c.in_use, 0) AS in_use
              FROM connreg.admission_scopes s
              LEFT JOIN connreg.admission_counters c ON c.scope_id = s.scope_id
@@ -100,24 +95,23 @@ impl Data {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-            let routes = sqlx::query(concat!(
-                "SELECT ",
-                route_columns!(),
-                " FROM connreg.assignments a ORDER BY a.action_id"
-            ))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db)?
-            .iter()
-            .map(route)
-            .collect::<Result<Vec<_>>>()?;
-            Ok(StoreSnapshot {
-                revision: Revision(u64_of("revision", revision)?),
-                replicas,
-                scopes,
-                routes,
-            })
-        })
+        let routes = sqlx::query(concat!(
+            "SELECT ",
+            route_columns!(),
+            " FROM connreg.assignments a ORDER BY a.action_id"
+        ))
+        .fetch_all(&mut *tx)
         .await
-    }
+        .map_err(db)?
+        .iter()
+        .map(route)
+        .collect::<Result<Vec<_>>>()?;
+        Ok(StoreSnapshot {
+            revision: Revision(u64_of("revision", revision)?),
+            replicas,
+            scopes,
+            routes,
+        })
+    })
+    .await
 }

@@ -159,6 +159,21 @@ where
     answer
 }
 
+/// Runs `body`, one data-plane function call, as its own statement
+/// ([`single`]); or, when the caller observes commit order
+/// ([`commit::observe_commit`]), inside a [`transaction`] that takes the
+/// commit sequence before it commits.
+pub(crate) async fn call<T, F>(pool: &PgPool, body: F) -> Result<T>
+where
+    F: AsyncFnOnce(&mut PgConnection) -> Result<T>,
+{
+    if super::commit::observed() {
+        transaction(pool, body).await
+    } else {
+        single(pool, body).await
+    }
+}
+
 /// Runs `body` (single statements, no transaction of its own) on a pooled
 /// connection that is closed, not returned, if the call is abandoned
 /// midway.

@@ -113,7 +113,6 @@ fn operation(records: &mut FleetPlan, o: &Operation) -> Option<Request> {
         OperationKind::CircuitClose => Request::CircuitClose {
             params: CircuitCloseParams {
                 replica: ReplicaId::new(text(&o.replica)).ok()?,
-                operator: "sim-operator".into(),
                 reason: "scheduled by the scenario".into(),
             },
         },
