@@ -3,12 +3,13 @@
 //! documents survive a round trip, and schema breaks are reported where
 //! they are (DIR-1).
 
-use connreg_directory::{DocumentError, InstanceDirectory};
+use connreg_directory::{DocumentError, InstanceDirectory, ReleaseTarget};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Map, Value, json};
 
 const EXAMPLE: &str = include_str!("../examples/router-instance-directory.v1.json");
+const TARGET_EXAMPLE: &str = include_str!("../examples/release-target.json");
 
 /// The property every parse must satisfy: an error is clear (a message
 /// that names its path), and a document is valid enough to be
@@ -20,19 +21,44 @@ fn check_answer(bytes: &[u8]) -> Result<(), TestCaseError> {
             let again = InstanceDirectory::parse(&written);
             prop_assert_eq!(again.as_ref(), Ok(&directory));
         }
-        Err(error) => {
-            let message = error.to_string();
-            prop_assert!(!message.is_empty());
-            prop_assert!(!error.path().is_empty());
-            if error.path() != "$" {
-                prop_assert!(
-                    message.contains(error.path()),
-                    "{} names {}",
-                    message,
-                    error.path()
-                );
-            }
+        Err(error) => check_error(&error)?,
+    }
+    Ok(())
+}
+
+/// The release target parser: a target or a clear error, never a panic.
+fn check_target_answer(bytes: &[u8]) -> Result<(), TestCaseError> {
+    if let Err(error) = ReleaseTarget::parse(bytes) {
+        check_error(&error)?;
+    }
+    Ok(())
+}
+
+/// Every error, at the root or deeper, has a path and a reason: its message
+/// names the path (below the root) and says more than the path alone, and
+/// a syntax error carries the parser's description.
+fn check_error(error: &DocumentError) -> Result<(), TestCaseError> {
+    let message = error.to_string();
+    let path = error.path();
+    prop_assert!(!path.is_empty());
+    let reason = match message
+        .strip_prefix(path)
+        .and_then(|rest| rest.strip_prefix(": "))
+    {
+        Some(reason) => reason,
+        None => {
+            prop_assert!(
+                path == "$",
+                "{} does not start with its path {}",
+                message,
+                path
+            );
+            message.as_str()
         }
+    };
+    prop_assert!(!reason.trim().is_empty(), "{:?} has no reason", message);
+    if let DocumentError::Syntax { detail, .. } = error {
+        prop_assert!(!detail.trim().is_empty(), "{:?} has no detail", message);
     }
     Ok(())
 }
@@ -204,6 +230,26 @@ proptest! {
             apply(&mut bytes, mutation);
         }
         check_answer(&bytes)?;
+    }
+
+    // spec: DIR-1
+    #[test]
+    fn arbitrary_bytes_never_panic_the_target_parser_and_give_a_clear_answer(
+        bytes in prop::collection::vec(any::<u8>(), 0..1024),
+    ) {
+        check_target_answer(&bytes)?;
+    }
+
+    // spec: DIR-1
+    #[test]
+    fn mutated_targets_never_panic_and_give_a_clear_answer(
+        mutations in prop::collection::vec(mutation(), 1..6),
+    ) {
+        let mut bytes = TARGET_EXAMPLE.as_bytes().to_vec();
+        for mutation in &mutations {
+            apply(&mut bytes, mutation);
+        }
+        check_target_answer(&bytes)?;
     }
 
     // spec: DIR-1
