@@ -443,4 +443,16 @@ pub enum CancelError {
         #[source]
         last: TransportError,
     },
+    /// The cancellation's time ([`CANCEL_MS_MAX`](crate::limits::CANCEL_MS_MAX))
+    /// was spent before an attempt succeeded; no further attempt was made.
+    #[error("cancellation failed: {attempts} attempts did not succeed within {after_ms} ms")]
+    DeadlinePassed {
+        /// How many attempts were made.
+        attempts: u32,
+        /// The bound that was passed, in milliseconds.
+        after_ms: u64,
+        /// The failure of the last attempt.
+        #[source]
+        last: TransportError,
+    },
 }

@@ -79,6 +79,15 @@ pub const PORT_NAME_BYTES_MAX: usize = 15;
 /// caller.
 pub const CANCEL_ATTEMPTS_MAX: u32 = 3;
 
+/// Longest a streaming invocation's cancellation may take, all attempts
+/// together, in milliseconds. No attempt starts once it is spent, and each
+/// attempt is told the time left, so a dead instance holds the caller about
+/// this long at most, however many attempts remain. At most 10 s.
+///
+/// Two seconds let a refused first attempt be retried on a healthy network
+/// without making a caller that is tearing a stream down wait on it.
+pub const CANCEL_MS_MAX: u64 = 2_000;
+
 /// Longest piece of a document (an object key or an unexpected value) that
 /// an error message quotes, in bytes. A hostile document cannot make error
 /// messages large.
@@ -101,6 +110,8 @@ const _: () = {
     // Cancellation is attempted at least once and never unboundedly.
     assert!(CANCEL_ATTEMPTS_MAX >= 1);
     assert!(CANCEL_ATTEMPTS_MAX <= 10);
+    assert!(CANCEL_MS_MAX >= 100);
+    assert!(CANCEL_MS_MAX <= 10_000);
     // A quoted excerpt must be able to show a whole port name.
     assert!(ERROR_EXCERPT_BYTES_MAX >= PORT_NAME_BYTES_MAX);
 };

@@ -10,7 +10,9 @@ use common::{
     Carried, CountingSource, RecordingTransport, billing_target, corrupted, file_router, one_ready,
     replace_file,
 };
-use connreg_directory::limits::CANCEL_ATTEMPTS_MAX;
+use std::time::Duration;
+
+use connreg_directory::limits::{CANCEL_ATTEMPTS_MAX, CANCEL_MS_MAX};
 use connreg_directory::{CancelError, FsSource, MemorySource};
 
 const CAPTURED: &str = "10.0.4.17:8080";
@@ -146,4 +148,95 @@ fn finishing_a_stream_returns_the_target_it_captured() {
     let captured = stream.target().clone();
     source.delete();
     assert_eq!(stream.finish(), captured);
+}
+
+/// Cancels `stream` on the transport's own fake clock.
+fn cancel_on_fake_clock(
+    stream: connreg_directory::StreamInvocation,
+    transport: &mut RecordingTransport,
+) -> Result<u32, CancelError> {
+    let clock = transport.clock.clone();
+    stream.cancel_with_clock(transport, || clock.now())
+}
+
+fn budget() -> Duration {
+    Duration::from_millis(CANCEL_MS_MAX)
+}
+
+// spec: DIR-6
+#[test]
+fn cancellation_starts_no_attempt_once_its_time_is_spent() {
+    let source = MemorySource::new(one_ready("billing-agent-a", "10.0.4.17"));
+    let stream = file_router(&source).open_stream(&billing_target()).unwrap();
+    // The first failed attempt uses up the whole budget.
+    let mut transport = RecordingTransport {
+        cancel_failures: u32::MAX,
+        cancel_cost: budget(),
+        ..RecordingTransport::default()
+    };
+    let error = cancel_on_fake_clock(stream, &mut transport).unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            CancelError::DeadlinePassed { attempts: 1, after_ms, .. } if *after_ms == CANCEL_MS_MAX
+        ),
+        "{error}"
+    );
+    assert_eq!(transport.cancel_attempts(), 1);
+    assert!(error.to_string().contains("ms"), "{error}");
+}
+
+// spec: DIR-6
+#[test]
+fn slow_failed_attempts_are_cut_short_by_the_time_bound_before_the_attempt_bound() {
+    let source = MemorySource::new(one_ready("billing-agent-a", "10.0.4.17"));
+    let stream = file_router(&source).open_stream(&billing_target()).unwrap();
+    // Each attempt takes a little more than half the budget: two fit, a
+    // third would start past it.
+    let mut transport = RecordingTransport {
+        cancel_failures: u32::MAX,
+        cancel_cost: budget() / 2 + Duration::from_millis(1),
+        ..RecordingTransport::default()
+    };
+    let error = cancel_on_fake_clock(stream, &mut transport).unwrap_err();
+    assert!(
+        matches!(error, CancelError::DeadlinePassed { attempts: 2, .. }),
+        "{error}"
+    );
+    const { assert!(CANCEL_ATTEMPTS_MAX > 2) };
+    assert_eq!(transport.cancel_attempts(), 2);
+    assert!(transport.destinations().iter().all(|d| d == CAPTURED));
+}
+
+// spec: DIR-6
+#[test]
+fn each_cancellation_attempt_is_told_the_time_it_has_left() {
+    let source = MemorySource::new(one_ready("billing-agent-a", "10.0.4.17"));
+    let stream = file_router(&source).open_stream(&billing_target()).unwrap();
+    let cost = Duration::from_millis(CANCEL_MS_MAX / 4);
+    let mut transport = RecordingTransport {
+        cancel_failures: CANCEL_ATTEMPTS_MAX - 1,
+        cancel_cost: cost,
+        ..RecordingTransport::default()
+    };
+    assert_eq!(
+        cancel_on_fake_clock(stream, &mut transport),
+        Ok(CANCEL_ATTEMPTS_MAX)
+    );
+    let expected: Vec<Duration> = (0..CANCEL_ATTEMPTS_MAX)
+        .map(|n| budget() - cost * n)
+        .collect();
+    assert_eq!(transport.time_left, expected);
+}
+
+// spec: DIR-6
+#[test]
+fn a_real_clock_cancellation_is_given_the_whole_budget_first() {
+    let source = MemorySource::new(one_ready("billing-agent-a", "10.0.4.17"));
+    let stream = file_router(&source).open_stream(&billing_target()).unwrap();
+    let mut transport = RecordingTransport::default();
+    assert_eq!(stream.cancel(&mut transport), Ok(1));
+    assert_eq!(transport.time_left.len(), 1);
+    assert!(transport.time_left[0] <= budget());
+    assert!(transport.time_left[0] > Duration::ZERO);
 }

@@ -8,6 +8,8 @@
 use std::cell::Cell;
 use std::fs;
 use std::path::Path;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use connreg_directory::{
     DocumentSource, FileRouting, NetworkDestination, PortName, ReleaseTarget, ResolvedTarget,
@@ -218,12 +220,45 @@ pub(crate) enum Carried {
     },
 }
 
+/// A clock a test moves by hand: it reads a fixed instant plus whatever
+/// time the test (or a transport) has let pass.
+#[derive(Debug, Clone)]
+pub(crate) struct FakeClock {
+    base: Instant,
+    elapsed: Rc<Cell<Duration>>,
+}
+
+impl Default for FakeClock {
+    fn default() -> Self {
+        Self {
+            base: Instant::now(),
+            elapsed: Rc::default(),
+        }
+    }
+}
+
+impl FakeClock {
+    pub(crate) fn now(&self) -> Instant {
+        self.base + self.elapsed.get()
+    }
+
+    pub(crate) fn advance(&self, by: Duration) {
+        self.elapsed.set(self.elapsed.get() + by);
+    }
+}
+
 /// A transport that records what it carries and can fail cancellations.
 #[derive(Debug, Default)]
 pub(crate) struct RecordingTransport {
     pub(crate) carried: Vec<Carried>,
     /// How many cancellation attempts fail before one succeeds.
     pub(crate) cancel_failures: u32,
+    /// The clock each cancellation attempt moves by `cancel_cost`.
+    pub(crate) clock: FakeClock,
+    /// How long each cancellation attempt takes on `clock`.
+    pub(crate) cancel_cost: Duration,
+    /// The time left each cancellation attempt was given.
+    pub(crate) time_left: Vec<Duration>,
 }
 
 impl RecordingTransport {
@@ -257,10 +292,16 @@ impl Transport for RecordingTransport {
         Ok(())
     }
 
-    fn cancel(&mut self, target: &ResolvedTarget) -> Result<(), TransportError> {
+    fn cancel(
+        &mut self,
+        target: &ResolvedTarget,
+        time_left: Duration,
+    ) -> Result<(), TransportError> {
         self.carried.push(Carried::Cancel {
             destination: target.destination().clone(),
         });
+        self.time_left.push(time_left);
+        self.clock.advance(self.cancel_cost);
         if self.cancel_failures > 0 {
             self.cancel_failures -= 1;
             return Err(TransportError::new("connection refused"));
