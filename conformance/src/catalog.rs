@@ -537,6 +537,99 @@ pub async fn tampered_or_foreign_cursors_are_rejected<H: Harness>(harness: &H) {
     s.assert_unchanged(&before, "bad cursors").await;
 }
 
+// spec: CAT-9
+/// A client that edits a cursor's revision past a publication and signs it
+/// again with everything it can know (the unkeyed digest of the first
+/// cursor format, or a MAC under a key of its own, with the registry's key
+/// id) gets InvalidCursor: neither a page nor StaleCursor.
+pub async fn forged_cursors_are_invalid<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let q = CatalogQuery {
+        page_items: Some(1),
+        ..query(Reader::Tenant(acme()))
+    };
+    let cursor = s
+        .store
+        .catalog_page(q.clone())
+        .await
+        .unwrap()
+        .next
+        .expect("more pages");
+    let stale_at = s.store.catalog_revision().await.unwrap();
+    s.publish(vec![Change::UpsertType(s.fleet.connector_type("ty-mail"))])
+        .await
+        .unwrap();
+    let now = s.store.catalog_revision().await.unwrap();
+    assert_ne!(now, stale_at);
+    // The honest cursor is stale now.
+    assert_err!(
+        s.store
+            .catalog_page(CatalogQuery {
+                cursor: Some(cursor.clone()),
+                ..q.clone()
+            })
+            .await,
+        Error::StaleCursor
+    );
+    for forged in forgeries(&cursor, stale_at.0, now.0) {
+        let answer = s
+            .store
+            .catalog_page(CatalogQuery {
+                cursor: Some(forged.clone()),
+                ..q.clone()
+            })
+            .await;
+        assert_err!(
+            answer,
+            Error::InvalidCursor { .. },
+            "forged cursor {forged:?}"
+        );
+    }
+}
+
+/// `cursor` with its revision field `from` replaced by `to`, re-signed
+/// every way a client could: by the unkeyed digest (first format), and by
+/// HMAC-SHA-256 under keys of its own.
+fn forgeries(cursor: &str, from: u64, to: u64) -> Vec<String> {
+    use hmac::{KeyInit, Mac};
+    use md5::{Digest, Md5};
+    let Some((body, _)) = cursor.rsplit_once('~') else {
+        return vec![];
+    };
+    let edited: Vec<String> = body
+        .split('~')
+        .map(|part| {
+            if part == from.to_string() {
+                to.to_string()
+            } else {
+                part.to_owned()
+            }
+        })
+        .collect();
+    let edited = edited.join("~");
+    assert_ne!(edited, body, "the cursor carries its revision");
+    let hex = |bytes: &[u8]| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
+    let mut out = Vec::new();
+    // The first format's check: MD5 over the length-prefixed body.
+    let mut md5 = Md5::new();
+    md5.update((edited.len() as u64).to_be_bytes());
+    md5.update(edited.as_bytes());
+    let digest = hex(&md5.finalize());
+    for len in [8, 32] {
+        out.push(format!("{edited}~{}", &digest[..len]));
+    }
+    // A MAC under keys the client chose, including empty and the text the
+    // key id suggests.
+    for key in [&b""[..], b"dev", b"connreg", &[0u8; 32]] {
+        let mut mac =
+            <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key");
+        mac.update(edited.as_bytes());
+        let tag = hex(&mac.finalize().into_bytes());
+        out.push(format!("{edited}~{}", &tag[..32]));
+    }
+    out
+}
+
 // spec: CAT-10
 /// Search text, page items and page bytes are limited by the registry,
 /// with the documented maximum in the error.

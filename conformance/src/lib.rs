@@ -98,6 +98,7 @@ macro_rules! conformance_tests {
             pages_are_bounded_by_serialized_bytes,
             cursor_after_a_publication_is_stale,
             tampered_or_foreign_cursors_are_rejected,
+            forged_cursors_are_invalid,
             read_limits_are_enforced_by_the_registry,
             search_and_exact_capability_filters_apply,
             oversized_definition_is_refused,

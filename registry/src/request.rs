@@ -343,6 +343,11 @@ impl Default for CircuitPolicy {
 pub struct RegistryConfig {
     /// Circuit breaking.
     pub circuit: CircuitPolicy,
+    /// The keys catalog cursors are signed with (CAT-9). Never serialized;
+    /// the default is a development key (see
+    /// [`CursorKeys::default`](crate::catalog::CursorKeys)).
+    #[serde(skip)]
+    pub cursor_keys: crate::catalog::CursorKeys,
 }
 
 impl RegistryConfig {
@@ -357,7 +362,7 @@ impl RegistryConfig {
                 CIRCUIT_THRESHOLD_MAX as usize,
             ));
         }
-        Ok(())
+        self.cursor_keys.validate()
     }
 }
 

@@ -65,6 +65,7 @@ impl FleetPlan {
                     enabled: s.registry.circuit_enabled,
                     threshold: s.registry.circuit_threshold,
                 },
+                ..RegistryConfig::default()
             },
         };
         for t in &f.types {

@@ -120,6 +120,7 @@ impl RegistrySettings {
                 enabled: self.circuit_enabled,
                 threshold: self.circuit_threshold,
             },
+            ..RegistryConfig::default()
         }
     }
 }

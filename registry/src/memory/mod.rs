@@ -158,7 +158,7 @@ impl CatalogAdmin for MemoryRegistry {
 
 impl CatalogRead for MemoryRegistry {
     async fn catalog_page(&self, query: CatalogQuery) -> Result<CatalogPage> {
-        let planned = crate::catalog::PlannedQuery::plan(&query)?;
+        let planned = crate::catalog::PlannedQuery::plan(&query, &self.config.cursor_keys)?;
         let store = self.lock()?;
         let mixed = self.planted(PlantKind::MixedRevisionPages);
         store.catalog.page(&planned, mixed)

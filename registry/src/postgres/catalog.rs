@@ -49,7 +49,7 @@ const REVISION: &str = "SELECT connreg.data_catalog_revision()";
 impl Data {
     /// CAT-4..CAT-10.
     pub(crate) async fn catalog_page(&self, query: CatalogQuery) -> Result<CatalogPage> {
-        let planned = PlannedQuery::plan(&query)?;
+        let planned = PlannedQuery::plan(&query, &self.config.cursor_keys)?;
         let (tenant, include_unbound) = match &planned.reader {
             // CAT-7: neither a tenant nor the internal permission: nothing.
             Reader::Anonymous => {
