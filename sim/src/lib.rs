@@ -25,6 +25,7 @@
 //! # Map
 //!
 //! - [`scenario`]: the scenario file schema and its strict parser.
+//! - `feasible`: the timings a scenario needs to make progress at all.
 //! - [`fleet`]: a scenario's fleet as registry records.
 //! - [`wire`]: the RPC messages and framing.
 //! - [`backend`]: the shared store and how hosts call it.
@@ -55,6 +56,7 @@ pub mod trace;
 pub mod wire;
 
 mod faults;
+mod feasible;
 mod hosts;
 mod postgres;
 mod world;

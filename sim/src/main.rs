@@ -198,6 +198,17 @@ fn run_one(args: RunArgs) -> u8 {
         if opts.swarm { ", swarm" } else { "" },
     );
     summarize(&report);
+    let c = &report.counters;
+    if c.actions_completed == 0 {
+        say!(
+            "  no action completed: {} started, {} outcome unknown, {} cancelled, {} failed, {} abandoned",
+            c.actions_started,
+            c.actions_outcome_unknown,
+            c.actions_cancelled,
+            c.actions_failed,
+            c.actions_abandoned
+        );
+    }
     if let Some(path) = &args.trace {
         say!("  trace written to {}", path.display());
     }

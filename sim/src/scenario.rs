@@ -815,7 +815,7 @@ impl Scenario {
         v.workload()?;
         v.faults()?;
         v.chaos()?;
-        Ok(())
+        crate::feasible::check(self)
     }
 }
 
