@@ -1,0 +1,217 @@
+//! Goal: a database at schema version 7, with a fleet and a held route
+//! written by that version, upgrades in place when the current registry
+//! connects: the route keeps its fence, settles and releases its
+//! reservation, and routing goes on.
+#![cfg(feature = "postgres")]
+
+use std::borrow::Cow;
+
+use connreg::contracts::Routing;
+use connreg::postgres::testing::TestRegistry;
+use connreg::postgres::{MIGRATOR, PgDataPlane, PgRegistry, SCHEMA_VERSION};
+use connreg::{
+    CapacityClass, CrossRegion, ManualClock, Outcome, RegistryConfig, RouteRequest, SettleParams,
+    Timestamp, TopologyPreference,
+};
+use sqlx::migrate::Migrator;
+use sqlx::{Connection, PgConnection};
+
+/// The schema version the upgrade starts from.
+const PREVIOUS_VERSION: i64 = 7;
+
+/// The fleet and one reserved route, as version 7's code wrote them, in
+/// plain SQL as the control role (the owner).
+const VERSION_7_FLEET: &str = "
+    INSERT INTO connreg.connector_types (type_id, family, owner, enabled)
+        VALUES ('crm', 'crm', 'team', true);
+    INSERT INTO connreg.capability_definitions (capability_id, summary, schema_json, active)
+        VALUES ('crm.contact.create', 'Create a contact', '{}', true);
+    INSERT INTO connreg.connector_versions (version_id, type_id, artifact_digest, manifest,
+            attestation, active, qualified)
+        VALUES ('crm-1', 'crm', 'sha256:1', 'manifest', 'attestation', true, true);
+    INSERT INTO connreg.version_capabilities (version_id, capability_id)
+        VALUES ('crm-1', 'crm.contact.create');
+    INSERT INTO connreg.instances (instance_id, tenant_id, version_id, config_ref,
+            config_revision, secret_provider_ref, secret_provider_revision, enabled)
+        VALUES ('t0-i0', 't0', 'crm-1', 'config', 1, 'vault:kv/crm', 1, true);
+    INSERT INTO connreg.admission_scopes (scope_id, tenant_id, kind, scope_limit)
+        VALUES ('t0-s', 't0', 'tenant', 5);
+    INSERT INTO connreg.admission_counters (scope_id, in_use) VALUES ('t0-s', 1);
+    INSERT INTO connreg.bindings (binding_id, tenant_id, capability_id, instance_id, priority,
+            policy_revision, credential_ref, credential_revision, quota_policy_ref,
+            quota_policy_revision, enabled)
+        VALUES ('t0-b0', 't0', 'crm.contact.create', 't0-i0', 1, 1, 'credential', 1, NULL,
+                NULL, true);
+    INSERT INTO connreg.binding_scopes (binding_id, scope_id, tenant_id)
+        VALUES ('t0-b0', 't0-s', 't0');
+    UPDATE connreg.catalog_state SET revision = 1;
+    INSERT INTO connreg.replicas (replica_id, instance_id, version_id, endpoint,
+            peer_identity, region, zone, capacity_class, capacity, health_seq,
+            lease_expires_at_ms, active, state, circuit_open, consecutive_unknown)
+        VALUES ('t0-i0-r0', 't0-i0', 'crm-1', 'https://t0-i0-r0', 'spiffe://t0-i0-r0', 'eu',
+                'eu-1', 'standard', 4, 1, 600000, 1, 'ready', false, 0);
+    INSERT INTO connreg.assignments (action_id, tenant_id, capability_id, binding_id,
+            instance_id, version_id, type_id, replica_id, endpoint, peer_identity, region,
+            zone, catalog_revision, binding_priority, policy_revision, credential_ref,
+            credential_revision, secret_provider_ref, secret_provider_revision,
+            quota_policy_ref, quota_policy_revision, capacity_class, fence, attempt,
+            reserved, last_settlement)
+        VALUES ('old-1', 't0', 'crm.contact.create', 't0-b0', 't0-i0', 'crm-1', 'crm',
+                't0-i0-r0', 'https://t0-i0-r0', 'spiffe://t0-i0-r0', 'eu', 'eu-1', 1, 1, 1,
+                'credential', 1, 'vault:kv/crm', 1, NULL, NULL, 'standard',
+                nextval('connreg.fence_tokens'), 1, true, NULL);
+    INSERT INTO connreg.assignment_scopes (action_id, scope_id) VALUES ('old-1', 't0-s');
+";
+
+fn request(action: &str) -> RouteRequest {
+    RouteRequest {
+        action: action.try_into().unwrap(),
+        tenant: Some("t0".try_into().unwrap()),
+        capability: "crm.contact.create".try_into().unwrap(),
+        topology: TopologyPreference {
+            preferred_region: Some("eu".try_into().unwrap()),
+            preferred_zone: Some("eu-1".try_into().unwrap()),
+            capacity_class: CapacityClass::try_from("standard").unwrap(),
+            cross_region: CrossRegion::Allowed,
+        },
+    }
+}
+
+/// The scope's reservations and the replica's active count, as the admin.
+async fn held(admin: &mut PgConnection) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT (SELECT in_use FROM connreg.admission_counters WHERE scope_id = 't0-s'),
+                (SELECT active FROM connreg.replicas WHERE replica_id = 't0-i0-r0')",
+    )
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_7_database_upgrades_and_keeps_its_routes() {
+    // spec: AUTH-3
+    let test = TestRegistry::create().await.expect("a test database");
+    let mut admin = test.admin_connection().await.unwrap();
+
+    // Version 7, installed as version 7's registry did: its migrations
+    // through the control role with the schema as search_path (where the
+    // migrator keeps its own table), then the data role's grants.
+    let previous = Migrator {
+        migrations: Cow::Owned(
+            MIGRATOR
+                .migrations
+                .iter()
+                .filter(|m| m.version <= PREVIOUS_VERSION)
+                .cloned()
+                .collect(),
+        ),
+        ..Migrator::DEFAULT
+    };
+    assert_eq!(previous.migrations.len(), PREVIOUS_VERSION as usize);
+    let control_options = test
+        .options()
+        .control
+        .connect
+        .clone()
+        .options([("search_path", "connreg")]);
+    let mut control = PgConnection::connect_with(&control_options).await.unwrap();
+    previous
+        .run(&mut control)
+        .await
+        .expect("version 7 installs");
+    sqlx::query("SELECT connreg.grant_data_role($1)")
+        .bind(&test.roles.data)
+        .execute(&mut control)
+        .await
+        .unwrap();
+    let version: i32 = sqlx::query_scalar("SELECT version FROM connreg.schema_version")
+        .fetch_one(&mut control)
+        .await
+        .unwrap();
+    assert_eq!(i64::from(version), PREVIOUS_VERSION);
+    sqlx::raw_sql(&format!("BEGIN; {VERSION_7_FLEET} COMMIT;"))
+        .execute(&mut control)
+        .await
+        .expect("version 7's fleet is written");
+    let old_fence: i64 =
+        sqlx::query_scalar("SELECT fence FROM connreg.assignments WHERE action_id = 'old-1'")
+            .fetch_one(&mut control)
+            .await
+            .unwrap();
+    control.close().await.unwrap();
+    assert_eq!(held(&mut admin).await, (1, 1));
+
+    // The current registry connects: the newer migrations apply.
+    let clock = ManualClock::new(Timestamp(0));
+    let registry = PgRegistry::connect(test.options(), clock.clone(), RegistryConfig::default())
+        .await
+        .expect("the registry upgrades a version 7 database");
+    let version: i32 = sqlx::query_scalar("SELECT version FROM connreg.schema_version")
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+
+    // Past version 7 the data role reaches tables only through the
+    // protocol's functions (AUTH-6): the upgrade took version 7's direct
+    // grants away.
+    if i64::from(SCHEMA_VERSION) > PREVIOUS_VERSION {
+        let writes: Vec<String> = sqlx::query_scalar(
+            "SELECT format('%s on connreg.%I', p.privilege, c.relname)
+               FROM pg_class c
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+              CROSS JOIN unnest(ARRAY['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE'])
+                         AS p(privilege)
+              WHERE n.nspname = 'connreg' AND c.relkind IN ('r', 'p', 'v')
+                AND (has_table_privilege($1, c.oid, p.privilege)
+                     OR (p.privilege IN ('INSERT', 'UPDATE')
+                         AND has_any_column_privilege($1, c.oid, p.privilege)))
+              ORDER BY 1",
+        )
+        .bind(&test.roles.data)
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        assert!(
+            writes.is_empty(),
+            "after the upgrade the data role still writes: {writes:?}"
+        );
+    }
+
+    // Version 7's route, read and settled through the data plane alone.
+    let plane = PgDataPlane::connect(test.options().data, clock, RegistryConfig::default())
+        .await
+        .expect("the data plane starts on the upgraded schema");
+    let old = plane
+        .route_get("t0".try_into().unwrap(), "old-1".try_into().unwrap())
+        .await
+        .unwrap()
+        .expect("version 7's route is readable");
+    assert!(old.reserved);
+    assert_eq!(
+        i64::try_from(old.assignment.reservation.fence.0).unwrap(),
+        old_fence
+    );
+    assert_eq!(old.assignment.destination.replica.as_str(), "t0-i0-r0");
+    let settled = plane
+        .route_settle(SettleParams {
+            assignment: old.assignment,
+            outcome: Outcome::Completed,
+        })
+        .await
+        .unwrap();
+    assert!(settled.released);
+    assert_eq!(
+        held(&mut admin).await,
+        (0, 0),
+        "the reservation is released"
+    );
+
+    // And a new route, with a fence after the old one.
+    let new = plane.route_resolve(request("new-1")).await.unwrap();
+    assert!(i64::try_from(new.assignment.reservation.fence.0).unwrap() > old_fence);
+    assert_eq!(held(&mut admin).await, (1, 1));
+    plane.close().await;
+    registry.close().await;
+}
