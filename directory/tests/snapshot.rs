@@ -231,7 +231,10 @@ fn bad_real_files_fail_the_invocation_with_their_own_dependency_error() {
     fs::create_dir(&path).unwrap();
     assert!(matches!(
         dependency(router.resolve(&target)),
-        DependencyError::Unavailable { .. }
+        DependencyError::NotRegularFile {
+            kind: "directory",
+            ..
+        }
     ));
     fs::remove_dir(&path).unwrap();
 
