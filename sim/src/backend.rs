@@ -31,6 +31,7 @@ use std::task::{Context, Poll};
 use connreg::contracts::Registry;
 use connreg::{Inspect, Result, StoreSnapshot};
 
+use crate::plant::PlantedBug;
 use crate::trace::Event;
 use crate::wire::{Request, Response, WireError};
 
@@ -57,6 +58,9 @@ const INLINE_POLLS_MAX: u32 = 16;
 pub struct Store<B> {
     backend: B,
     offload: Option<Offload>,
+    /// A bug planted in how the store is called (`silent-release`,
+    /// `maintain-overcount`), if any.
+    plant: Option<PlantedBug>,
 }
 
 #[derive(Clone)]
@@ -80,6 +84,7 @@ impl<B: Backend> Store<B> {
         Store {
             backend,
             offload: None,
+            plant: None,
         }
     }
 
@@ -92,7 +97,15 @@ impl<B: Backend> Store<B> {
                 inflight: Arc::new(AtomicUsize::new(0)),
                 recorded: Arc::new(Mutex::new(Vec::new())),
             }),
+            plant: None,
         }
+    }
+
+    /// The same store with `plant` switched on in how it is called; plants
+    /// of other homes are ignored here.
+    pub fn with_plant(mut self, plant: Option<PlantedBug>) -> Store<B> {
+        self.plant = plant.filter(|p| p.in_store_calls());
+        self
     }
 
     /// True when calls are offloaded (the run is not deterministic).
@@ -127,9 +140,10 @@ impl<B: Backend> Store<B> {
         R: FnOnce(Response, Option<u64>) -> Event + Send + 'static,
     {
         let backend = self.backend.clone();
+        let plant = self.plant;
         match &self.offload {
             None => {
-                let response = respond(backend, request).await;
+                let response = respond(backend, request, plant).await;
                 let event = reply(response.clone(), None);
                 (response, Some(event))
             }
@@ -138,7 +152,7 @@ impl<B: Backend> Store<B> {
                 let guard = InflightGuard(o.inflight.clone());
                 let recorded = o.recorded.clone();
                 let task = o.handle.spawn(async move {
-                    let (response, commit) = observe_commit(respond(backend, request)).await;
+                    let (response, commit) = observe_commit(respond(backend, request, plant)).await;
                     recorded
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -175,8 +189,59 @@ impl<B: Backend> Store<B> {
     }
 }
 
+/// The backend's answer to one request, through a planted bug if one is
+/// switched on.
+async fn respond<B: Backend>(b: B, request: Request, plant: Option<PlantedBug>) -> Response {
+    match (plant, request) {
+        (Some(PlantedBug::SilentRelease), Request::Heartbeat { params }) => {
+            let replica = params.replica.clone();
+            let answer = b.replica_heartbeat(params).await;
+            if matches!(answer, Ok(connreg::HeartbeatOutcome::Applied)) {
+                release_one_silently(&b, &replica).await;
+            }
+            Response::Heartbeat {
+                result: answer.map_err(WireError::from),
+            }
+        }
+        (Some(PlantedBug::MaintainOvercount), Request::Maintain { params }) => {
+            let mut answer = b.lease_maintain(params).await;
+            if let Ok(m) = &mut answer
+                && !m.expired.is_empty()
+            {
+                m.released += 1;
+            }
+            Response::Maintain {
+                result: answer.map_err(WireError::from),
+            }
+        }
+        (_, request) => respond_plainly(b, request).await,
+    }
+}
+
+/// The `silent-release` plant: frees the first reservation held on
+/// `replica` (route row and counters, through the contract) while the
+/// answer the caller gets says nothing of it.
+async fn release_one_silently<B: Backend>(b: &B, replica: &connreg::ReplicaId) {
+    let Ok(snapshot) = b.inspect().await else {
+        return;
+    };
+    let Some(route) = snapshot
+        .routes
+        .into_iter()
+        .find(|r| r.reserved && &r.assignment.destination.replica == replica)
+    else {
+        return;
+    };
+    let _ = b
+        .route_settle(connreg::SettleParams {
+            assignment: route.assignment,
+            outcome: connreg::Outcome::LeaseExpired,
+        })
+        .await;
+}
+
 /// The backend's answer to one request.
-async fn respond<B: Backend>(b: B, request: Request) -> Response {
+async fn respond_plainly<B: Backend>(b: B, request: Request) -> Response {
     fn wire<T>(r: connreg::Result<T>) -> Result<T, WireError> {
         r.map_err(WireError::from)
     }

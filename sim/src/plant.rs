@@ -1,10 +1,12 @@
 //! The catalogue of planted bugs: deliberately wrong behaviours that prove
 //! the checkers catch what they exist for.
 //!
-//! Two homes: bugs planted in the registry's in-memory backend
-//! (`connreg::plant::Plant`, feature `plant`), and bugs planted in the
+//! Three homes: bugs planted in the registry's in-memory backend
+//! (`connreg::plant::Plant`, feature `plant`); bugs planted in the
 //! simulator's own hosts (a registry host, a dispatcher), which stand for
-//! a wrong server front end or a wrong client. Each names the scenario
+//! a wrong server front end or a wrong client; and bugs planted in how the
+//! store wrapper (`backend`) calls the backend, which stand for a store
+//! whose answers and rows disagree. Each names the scenario
 //! that catches it at seed 1 and the invariant that reports it;
 //! `connreg-sim plants` prints the list and CI runs it.
 
@@ -23,6 +25,12 @@ pub enum PlantedBug {
     /// to a resolve for a failed action and gives up, though the resolve
     /// may have committed: the reservation it made is never settled.
     CommitReplyLostAsFailure,
+    /// The store frees a reservation (route row and counters, consistently)
+    /// on a heartbeat of its replica, and no answer says so.
+    SilentRelease,
+    /// Lease maintenance reports one more released reservation than it
+    /// released.
+    MaintainOvercount,
 }
 
 impl PlantedBug {
@@ -31,6 +39,8 @@ impl PlantedBug {
         let mut all: Vec<PlantedBug> = Plant::ALL.into_iter().map(PlantedBug::Store).collect();
         all.push(PlantedBug::SpuriousUnavailable);
         all.push(PlantedBug::CommitReplyLostAsFailure);
+        all.push(PlantedBug::SilentRelease);
+        all.push(PlantedBug::MaintainOvercount);
         all
     }
 
@@ -40,6 +50,8 @@ impl PlantedBug {
             PlantedBug::Store(p) => p.name(),
             PlantedBug::SpuriousUnavailable => "spurious-unavailable",
             PlantedBug::CommitReplyLostAsFailure => "commit-reply-lost-as-failure",
+            PlantedBug::SilentRelease => "silent-release",
+            PlantedBug::MaintainOvercount => "maintain-overcount",
         }
     }
 
@@ -52,6 +64,12 @@ impl PlantedBug {
             }
             PlantedBug::CommitReplyLostAsFailure => {
                 "a dispatcher gives up an action whose resolve answer was lost"
+            }
+            PlantedBug::SilentRelease => {
+                "a heartbeat frees a reservation of its replica that no answer releases"
+            }
+            PlantedBug::MaintainOvercount => {
+                "lease maintenance reports one more release than it made"
             }
         }
     }
@@ -71,6 +89,8 @@ impl PlantedBug {
             },
             PlantedBug::SpuriousUnavailable => "0001_steady_state.toml",
             PlantedBug::CommitReplyLostAsFailure => "0003_retry_after_lost_answer.toml",
+            PlantedBug::SilentRelease => "0001_steady_state.toml",
+            PlantedBug::MaintainOvercount => "0004_replica_crash_mid_action.toml",
         }
     }
 
@@ -89,6 +109,7 @@ impl PlantedBug {
             },
             PlantedBug::SpuriousUnavailable => invariant::SPURIOUS_UNAVAILABLE.0,
             PlantedBug::CommitReplyLostAsFailure => invariant::ORPHAN.0,
+            PlantedBug::SilentRelease | PlantedBug::MaintainOvercount => invariant::CAPACITY.0,
         }
     }
 
@@ -98,6 +119,15 @@ impl PlantedBug {
             PlantedBug::Store(p) => Some(p),
             _ => None,
         }
+    }
+
+    /// True for a bug planted in how the simulator's store wrapper calls
+    /// the backend (`sim/src/backend.rs`): it runs on either backend.
+    pub fn in_store_calls(self) -> bool {
+        matches!(
+            self,
+            PlantedBug::SilentRelease | PlantedBug::MaintainOvercount
+        )
     }
 
     /// Parses a CLI name.

@@ -189,6 +189,7 @@ pub(crate) fn simulate<B: Backend>(
         TraceWriter::new(params.sink),
         params.plant,
     ));
+    let store = store.with_plant(params.plant);
     let deterministic = !store.is_offloaded();
     let mut world = World {
         ctx: ctx.clone(),

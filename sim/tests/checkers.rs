@@ -306,3 +306,57 @@ fn an_unavailable_answer_during_a_database_fault_is_allowed() {
     let verdict = trace.recheck();
     assert!(verdict.violations.is_empty(), "{:#?}", verdict.violations);
 }
+
+/// Drops `counter` from the bounds the trace's `start` line expects, so
+/// an edit that moves it is judged by the invariants alone.
+fn unbound(trace: &mut Trace, counter: &str) {
+    let start = trace.find(0, |v| ev(v, "start")).unwrap();
+    for side in ["at_least", "at_most"] {
+        if let Some(bounds) = trace.lines[start]["expect"][side].as_object_mut() {
+            bounds.remove(counter);
+        }
+    }
+}
+
+#[test]
+fn a_release_no_answer_made_is_caught_by_capacity_accounting() {
+    // spec: SETTLE-3, ROUTE-7 (the store freed a reservation consistently,
+    // route row and both counters, and the settlement that did it answers
+    // "not released": no answer says it was released)
+    let mut trace = Trace::of("0001_steady_state.toml", 1);
+    unbound(&mut trace, "settle_released");
+    unbound(&mut trace, "settled_completed");
+    let settle = trace
+        .find(0, |v| {
+            ev(v, "reply")
+                && v["resp"]["op"] == "settle"
+                && v["resp"]["result"]["Ok"]["released"] == true
+        })
+        .expect("a releasing settlement");
+    trace.lines[settle]["resp"]["result"]["Ok"]["released"] = json!(false);
+    caught_only_by(&trace.recheck(), invariant::CAPACITY);
+}
+
+#[test]
+fn a_maintenance_answer_that_overcounts_its_releases_is_caught_by_capacity_accounting() {
+    // spec: LEASE-2, SETTLE-3 (maintenance reports one release more than
+    // the live reservations on the replicas it expired; the end counters
+    // agree with the edited answer)
+    let mut trace = Trace::of("0004_replica_crash_mid_action.toml", 1);
+    unbound(&mut trace, "lease_expired");
+    let maintain = trace
+        .find(0, |v| {
+            ev(v, "reply")
+                && v["resp"]["op"] == "maintain"
+                && v["resp"]["result"]["Ok"]["expired"]
+                    .as_array()
+                    .is_some_and(|e| !e.is_empty())
+        })
+        .expect("a maintenance that expired a replica");
+    let released = &mut trace.lines[maintain]["resp"]["result"]["Ok"]["released"];
+    *released = json!(released.as_u64().unwrap() + 1);
+    let end = trace.find(0, |v| ev(v, "end")).unwrap();
+    let counter = &mut trace.lines[end]["counters"]["lease_expired"];
+    *counter = json!(counter.as_u64().unwrap() + 1);
+    caught_only_by(&trace.recheck(), invariant::CAPACITY);
+}

@@ -2,6 +2,8 @@
 //! same code checks a live run after every step and re-checks a trace file
 //! afterwards (`connreg-sim check-trace`).
 //!
+//! - `capacity`: the live reservations by the answers, compared with the
+//!   store (`capacity_accounting`).
 //! - `catalog`: the catalog model rebuilt from publications.
 //! - `unavailable`: `no_spurious_unavailable`, the database fault windows.
 //! - `orphan`: `no_orphan_reservation`, how actions ended.
@@ -17,7 +19,7 @@
 //! | `no_silent_failover` | PIN-4, PIN-5 | a retry answers another destination, a side effect or dispatch or cancellation reaches another instance or replica than the route's |
 //! | `dispatch_after_commit` | ROUTE-8 | a replica is dispatched an assignment no registry answered |
 //! | `idempotent_settlement` | SETTLE-2, SETTLE-4 | a reservation is released twice, or a settlement with a stale or altered assignment succeeds |
-//! | `capacity_accounting` | ROUTE-7, SETTLE-3, REC-8 | a replica's active count or a scope's counter differs from the live reservations, or exceeds its limit |
+//! | `capacity_accounting` | ROUTE-7, SETTLE-3, REC-8 | a replica's active count or a scope's counter differs from the live reservations (by the store's rows, and by the answers), or exceeds its limit; the store frees a reservation no answer released; a maintenance answer miscounts its releases |
 //! | `page_single_revision` | CAT-8, CAT-9 | a continuation page is read at another revision than its cursor's |
 //! | `revision_by_publication` | CAT-1, CAT-3 | a revision appears that no publication made, or a publication skips one |
 //! | `fence_unique` | ROUTE-7, SETTLE-2 | a fence is issued twice or held by two actions |
@@ -29,6 +31,7 @@
 //! | `liveness` | SIM-3 | a surviving dispatcher's action has not ended by the deadline after the heal |
 //! | `expectation` | SIM-2 | a counter the scenario expects is out of bounds (a fault that never fired) |
 
+mod capacity;
 mod catalog;
 mod orphan;
 mod unavailable;
@@ -42,6 +45,7 @@ use connreg::{
     RouteIdentity, RouteRecord, RouteRequest, ScopeId, SettleParams, Settled,
 };
 
+use capacity::Reservations;
 pub use catalog::CatalogModel;
 use orphan::ActionFates;
 use unavailable::DbFaultWindows;
@@ -155,6 +159,8 @@ pub struct Checker {
     issued_by_answer: BTreeSet<FenceToken>,
     /// The highest call ID sent so far.
     last_call: u64,
+    /// The reservations the answers say are live.
+    reservations: Reservations,
 }
 
 /// A check that waits for the publication of the revision it read.
@@ -440,8 +446,16 @@ impl Checker {
             if let Some(detail) = self.db_faults.check(req.op(), t) {
                 self.violate(invariant::SPURIOUS_UNAVAILABLE, detail);
             }
-            if let Request::Resolve { request } = req {
-                self.commit_unknown.insert(request.action.clone());
+            match req {
+                Request::Resolve { request } => {
+                    self.commit_unknown.insert(request.action.clone());
+                    self.reservations.resolve_unknown(&request.action);
+                }
+                Request::Settle { params } => self
+                    .reservations
+                    .settle_unknown(params.assignment.reservation.fence),
+                Request::Maintain { .. } => self.reservations.maintain_unknown(),
+                _ => {}
             }
         }
         if let Some(kind) = resp.error_kind() {
@@ -501,6 +515,20 @@ impl Checker {
             (Request::Maintain { .. }, Response::Maintain { result: Ok(m) }) => {
                 self.counters.lease_expired += u64::from(m.released);
                 self.counters.replicas_expired += m.expired.len() as u64;
+                let count = self.reservations.maintained(&m.expired);
+                if self.ordered {
+                    let reported = u64::from(m.released);
+                    if reported < count.min || reported > count.max {
+                        let expired: Vec<&str> = m.expired.iter().map(|r| r.as_str()).collect();
+                        let detail = format!(
+                            "lease maintenance expired [{}] and reports {reported} reservations released, but the answers leave {} live on them",
+                            expired.join(", "),
+                            count.fences.len()
+                        );
+                        self.violate(invariant::CAPACITY, detail);
+                    }
+                    self.released.extend(count.fences);
+                }
                 for r in &m.expired {
                     let circuit = self.replica_model.get(r).map(|m| m.1).unwrap_or(false);
                     self.replica_model
@@ -710,8 +738,14 @@ impl Checker {
                 if newer {
                     self.latest.insert(action.clone(), a.clone());
                 }
+                self.reservations.reserve(a);
             }
             ResolveKind::Existing => {
+                if !self.reservations.known(fence) {
+                    // The first answer to carry a reservation whose
+                    // creating answer was lost with its COMMIT reply.
+                    self.reservations.reserve(a);
+                }
                 if let Some(other) = self.issued.get(&fence)
                     && other != action
                 {
@@ -946,6 +980,9 @@ impl Checker {
             ),
             None => {}
         }
+        if settled.released {
+            self.reservations.settled(fence);
+        }
         if settled.released && !self.released.insert(fence) {
             self.violate(
                 invariant::IDEMPOTENT,
@@ -1104,6 +1141,15 @@ impl Checker {
                     self.fates.released(action, self.last_call);
                 }
             }
+            let offline = self
+                .store_replicas
+                .get(&a.destination.replica)
+                .is_some_and(|row| row.state == ReplicaState::Offline);
+            if let Some(detail) = self.reservations.stored(r, offline)
+                && self.ordered
+            {
+                self.violate(invariant::CAPACITY, detail);
+            }
             self.store_routes.insert(action.clone(), r.clone());
         }
         self.check_capacity();
@@ -1173,6 +1219,12 @@ impl Checker {
                     ),
                 ));
             }
+        }
+        if self.ordered {
+            let counts = self
+                .reservations
+                .counts(&self.store_replicas, &self.store_scopes);
+            found.extend(counts.into_iter().map(|d| (invariant::CAPACITY, d)));
         }
         for (inv, detail) in found {
             self.violate(inv, detail);
