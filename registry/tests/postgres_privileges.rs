@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use connreg::contracts::{CatalogAdmin, CatalogRead, ReplicaLifecycle, Routing, Status};
+use connreg::plant::PgPlant;
 use connreg::postgres::{
     CATALOG_KEY, LOCK_CLASS_ACTION, LOCK_CLASS_CATALOG, PgDataPlane, PgRegistry, lock_key,
 };
@@ -811,19 +812,20 @@ async fn an_idle_data_transaction_is_ended_by_the_server_and_its_locks_released(
     .unwrap();
     admin_exec(&mut admin, &shorten).await;
 
-    // The hostile session: a transaction holding what the data role may
-    // take (the start check's table, and the catalog's advisory lock), then
-    // idle.
+    // The hostile session: a resolve inside a transaction left open, so
+    // it holds what a protocol call takes (the action's lock, the catalog
+    // lock in its shared form, the replica and counter rows it reserved),
+    // then idle.
     let mut hostile = fx.data_conn().await;
     let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_one(&mut hostile)
         .await
         .unwrap();
     admin_exec(&mut hostile, "BEGIN").await;
-    admin_exec(&mut hostile, "SELECT version FROM connreg.schema_version").await;
-    let _ = refusal(
+    admin_exec(
         &mut hostile,
-        &format!("SELECT pg_advisory_xact_lock({LOCK_CLASS_CATALOG}, {CATALOG_KEY})"),
+        "SELECT outcome FROM connreg.data_route_resolve('idle-1', 't0', 'crm.contact.create',
+             1, 'standard', false, NULL, NULL, false)",
     )
     .await;
     let held: i64 = sqlx::query_scalar(
@@ -877,4 +879,21 @@ async fn an_idle_data_transaction_is_ended_by_the_server_and_its_locks_released(
     )
     .await;
     assert!(matches!(resolved, Ok(Ok(_))), "{resolved:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_too_wide_is_caught_by_the_attack_suite() {
+    // spec: AUTH-6
+    // The planted bug gives the data role UPDATE on connreg.replicas: the
+    // suite must report it (and the circuit reopened by SQL).
+    let (fx, registry, _clock) = hostile_fleet().await;
+    let registry = registry
+        .with_plant(PgPlant::GrantTooWide)
+        .await
+        .expect("the plant installs");
+    let breaches = attack(&fx, &registry).await;
+    assert!(
+        breaches.iter().any(|b| b.contains("replicas")),
+        "the too-wide grant went unnoticed: {breaches:?}"
+    );
 }

@@ -329,6 +329,14 @@ pub(crate) async fn install(
                 ),
             })?;
     }
+    // Functions the control role creates from now on (later migrations
+    // included) are nobody's to run until a grant says so (AUTH-6).
+    sqlx::query("ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC")
+        .execute(control)
+        .await
+        .map_err(|e| StartError::Setup {
+            reason: format!("revoke PUBLIC's default EXECUTE: {}", super::error::db(e)),
+        })?;
     MIGRATOR
         .run(control)
         .await
