@@ -79,7 +79,7 @@ async fn store() -> Store {
 
 fn check(s: &Store) -> Violations {
     let mut v = Violations::default();
-    check_store(&s.snapshot, &s.status, s.revision, &s.tracked, &mut v);
+    check_store(&s.snapshot, &s.status, s.revision, "", &s.tracked, &mut v);
     v
 }
 

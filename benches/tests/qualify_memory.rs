@@ -13,7 +13,7 @@ fn smoke_contract_passes_on_memory() {
     let run = qualify(&smoke_path(), &["--backend", "memory"]);
     assert_eq!(run.code, 0, "{}", run.said());
     let report = run.report.as_ref().expect("a report");
-    assert_eq!(report["format"], "connreg-qualify-report.v1");
+    assert_eq!(report["format"], "connreg-qualify-report.v2");
     assert_eq!(report["environment"]["name"], "smoke");
     assert_eq!(report["backend"]["kind"], "memory");
     assert_eq!(report["verdict"], "pass");

@@ -1,15 +1,19 @@
 //! Invariants: checked as answers arrive, and once more at the end over a
 //! full inspection of the store (`connreg::Inspect`).
 //!
-//! At the end, against the snapshot:
+//! At the end, against the snapshot (the whole store, the run's rows and
+//! any other):
 //!
 //! - every replica's `active` equals the live reservations on it, and is
 //!   at most its capacity (ROUTE-7, SETTLE-3);
 //! - every admission scope's `in_use` equals the live reservations that
 //!   hold it, and is at most its limit (REC-8);
-//! - one route per action, each exactly the assignment its client was
-//!   given, reserved or released as its client left it, and no route
-//!   nobody asked for (ROUTE-3, ROUTE-7, PIN-1, SETTLE-3, SETTLE-4);
+//! - one route per action;
+//!
+//! and over the run's own routes (those whose action starts with the run
+//! prefix): each exactly the assignment its client was given, reserved or
+//! released as its client left it, and no route nobody asked for
+//! (ROUTE-3, ROUTE-7, PIN-1, SETTLE-3, SETTLE-4);
 //! - the catalog revision is the one the fleet was published at: routing,
 //!   settlement and heartbeats never move it (CAT-3);
 //! - aggregate status agrees with the inspection (AUTH-5).
@@ -160,14 +164,20 @@ pub struct Checked {
     pub routes: u64,
     /// Live reservations found.
     pub live_reservations: u64,
+    /// Routes of other runs or of the operator's own fleet: their
+    /// accounting was checked, their assignments were not.
+    #[serde(default)]
+    pub foreign_routes: u64,
 }
 
 /// Checks the end-of-run invariants over `snapshot` and `status` against
-/// what the clients were told (`tracked`, every new action of the run).
+/// what the clients were told (`tracked`, every new action of the run,
+/// each starting with `prefix`).
 pub fn check_store(
     snapshot: &StoreSnapshot,
     status: &StatusReport,
     published_at: Revision,
+    prefix: &str,
     tracked: &[Tracked],
     violations: &mut Violations,
 ) -> Checked {
@@ -282,8 +292,13 @@ pub fn check_store(
             }
         }
     }
-    // Every route belongs to an action some client resolved as new.
-    let unasked = by_action.len().saturating_sub(known);
+    // Every route of the run belongs to an action some client resolved as
+    // new.
+    let ours = by_action
+        .keys()
+        .filter(|a| a.as_str().starts_with(prefix))
+        .count();
+    let unasked = ours.saturating_sub(known);
     for _ in 0..unasked {
         violations.add(ViolationKind::RouteWithoutResolve, || {
             "a route exists for an action no client resolved".into()
@@ -315,5 +330,6 @@ pub fn check_store(
         scopes: snapshot.scopes.len() as u64,
         routes: snapshot.routes.len() as u64,
         live_reservations: live,
+        foreign_routes: (by_action.len() - ours) as u64,
     }
 }

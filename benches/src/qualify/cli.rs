@@ -11,15 +11,23 @@ use clap::Parser;
 
 use super::contract::{BackendKind, Contract};
 use super::error::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_RUN_ERROR, QualifyError};
+use super::limits::CONTRACT_BYTES_MAX;
+use super::provenance;
 use super::report::Verdict;
-use super::run::qualify;
+use super::run::{RunOptions, qualify};
+use super::server::PgTarget;
 
 /// Runs a named environment contract against a connreg backend and reports
 /// PASS or FAIL with the measured figures (SIM-6).
 ///
-/// Exit codes: 0 pass, 1 fail (a threshold missed), 2 bad input (contract
-/// or arguments), 3 the run could not finish (backend unavailable, setup
-/// failed).
+/// Exit codes: 0 pass, 1 fail (a threshold missed, or interrupted), 2 bad
+/// input (contract or arguments), 3 the run could not finish (backend
+/// unavailable, schema behind without --migrate, setup failed).
+///
+/// Without URLs the PostgreSQL backend runs on a throwaway database from
+/// connreg-pgtest; with --control-url and --data-url it qualifies that
+/// server as deployed, creating nothing but its own rows, which it removes
+/// at the end.
 #[derive(Debug, Parser)]
 #[command(name = "connreg-qualify", version)]
 pub struct Cli {
@@ -35,6 +43,77 @@ pub struct Cli {
     /// Only check the contract; run nothing.
     #[arg(long)]
     pub check: bool,
+    /// The control role's URL (owns the connreg schema): qualify this
+    /// server as deployed. Needs --data-url; implies --backend postgres.
+    #[arg(
+        long,
+        env = "CONNREG_CONTROL_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub control_url: Option<String>,
+    /// The data role's URL (runs the data-plane functions).
+    #[arg(
+        long,
+        env = "CONNREG_DATA_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub data_url: Option<String>,
+    /// With the URLs: install or migrate the schema with the control role
+    /// when it is behind this build. Without it such a database is refused.
+    #[arg(long)]
+    pub migrate: bool,
+    /// Without URLs: run PostgreSQL on a throwaway cluster of its own
+    /// started with fsync=on, instead of the shared test server.
+    #[arg(long)]
+    pub durable: bool,
+}
+
+/// The backend and target the arguments name, or why they do not fit.
+fn target(cli: &Cli, contract_backend: BackendKind) -> Result<(BackendKind, PgTarget), String> {
+    match (&cli.control_url, &cli.data_url) {
+        (Some(control_url), Some(data_url)) => {
+            if cli.backend == Some(BackendKind::Memory) {
+                return Err("--control-url and --data-url name a PostgreSQL server; \
+                            they cannot go with --backend memory"
+                    .into());
+            }
+            if cli.durable {
+                return Err("--durable starts a throwaway cluster; it cannot go with \
+                            --control-url and --data-url (the server's own fsync is reported)"
+                    .into());
+            }
+            super::server::parse_urls(control_url, data_url).map_err(|e| e.to_string())?;
+            Ok((
+                BackendKind::Postgres,
+                PgTarget::Operator {
+                    control_url: control_url.clone(),
+                    data_url: data_url.clone(),
+                    migrate: cli.migrate,
+                },
+            ))
+        }
+        (Some(_), None) => Err("--control-url needs --data-url (or CONNREG_DATA_URL)".into()),
+        (None, Some(_)) => Err("--data-url needs --control-url (or CONNREG_CONTROL_URL)".into()),
+        (None, None) => {
+            if cli.migrate {
+                return Err("--migrate applies to a server named by --control-url and \
+                            --data-url; a throwaway database is always migrated"
+                    .into());
+            }
+            let backend = cli.backend.unwrap_or(contract_backend);
+            if cli.durable && backend == BackendKind::Memory {
+                return Err("--durable applies to the postgres backend".into());
+            }
+            Ok((
+                backend,
+                PgTarget::Throwaway {
+                    durable: cli.durable,
+                },
+            ))
+        }
+    }
 }
 
 fn fail(e: &QualifyError) -> ExitCode {
@@ -68,7 +147,20 @@ pub fn main() -> ExitCode {
             }
         },
     };
-    let backend = cli.backend.unwrap_or(contract.backend);
+    let (backend, target) = match target(&cli, contract.backend) {
+        Ok(t) => t,
+        Err(reason) => return fail(&QualifyError::Options { reason }),
+    };
+    let contract_sha256 = std::fs::read(&cli.env)
+        .map(|bytes| provenance::sha256_hex(&bytes[..bytes.len().min(CONTRACT_BYTES_MAX)]))
+        .unwrap_or_default();
+    let options = RunOptions {
+        backend,
+        target,
+        file: file.clone(),
+        contract_sha256,
+        ..RunOptions::new(backend, &file)
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cores)
@@ -82,7 +174,7 @@ pub fn main() -> ExitCode {
         }
     };
     let progress = |line: &str| eprintln!("connreg-qualify: {line}");
-    let report = match runtime.block_on(qualify(&contract, backend, &file, &progress)) {
+    let report = match runtime.block_on(qualify(&contract, &options, &progress)) {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };

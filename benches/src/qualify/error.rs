@@ -29,6 +29,12 @@ pub enum QualifyError {
         /// Why.
         reason: String,
     },
+    /// The command line's options are unusable.
+    #[error("{reason}")]
+    Options {
+        /// Why.
+        reason: String,
+    },
     /// The backend could not be opened.
     #[error("the {backend} backend is unavailable: {reason}")]
     Backend {
@@ -52,7 +58,9 @@ impl QualifyError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            QualifyError::Contract(_) | QualifyError::ReportFile { .. } => EXIT_BAD_INPUT,
+            QualifyError::Contract(_)
+            | QualifyError::ReportFile { .. }
+            | QualifyError::Options { .. } => EXIT_BAD_INPUT,
             QualifyError::Backend { .. } | QualifyError::Setup(_) | QualifyError::Run { .. } => {
                 EXIT_RUN_ERROR
             }

@@ -1,19 +1,22 @@
 //! A fleet from its shape: the records, their publication and the replica
 //! registrations, through the registry's own contracts on either backend.
 //!
-//! Names, for tenant `t`, capability `c`, binding `b`, instance `i`,
-//! replica `k`:
+//! Names, for run prefix `p` ([`FleetPlan::with_prefix`]; empty with
+//! [`FleetPlan::new`]), tenant `t`, capability `c`, binding `b`, instance
+//! `i`, replica `k`. Every identifier the fleet writes starts with `p`,
+//! so a run on a shared database can find and remove exactly its own rows
+//! (`super::cleanup`):
 //!
 //! | record | identifier |
 //! |---|---|
-//! | tenant | `t<t>` |
-//! | capability | `bench.cap<c>` (three digits) |
-//! | connector type / version | `ty-bench` / `v-bench-1`, implementing every capability |
-//! | instance | `t<t>-i<i>`, version `v-bench-1` |
-//! | binding | `t<t>-c<c>-b<b>`, priority `b`, instance `t<t>-i<(c + b) mod I>` |
-//! | tenant scope | `t<t>-s` (every binding of the tenant reserves it) |
-//! | binding scope | `t<t>-c<c>-b<b>-s` |
-//! | replica | `t<t>-i<i>-r<k>`, region `regions[k mod R]`, zone `<region>-z<(k div R) mod Z>`, class `standard` |
+//! | tenant | `<p>t<t>` |
+//! | capability | `<p>bench.cap<c>` (three digits) |
+//! | connector type / version | `<p>ty-bench` / `<p>v-bench-1`, implementing every capability |
+//! | instance | `<p>t<t>-i<i>`, version `<p>v-bench-1` |
+//! | binding | `<p>t<t>-c<c>-b<b>`, priority `b`, instance `<p>t<t>-i<(c + b) mod I>` |
+//! | tenant scope | `<p>t<t>-s` (every binding of the tenant reserves it) |
+//! | binding scope | `<p>t<t>-c<c>-b<b>-s` |
+//! | replica | `<p>t<t>-i<i>-r<k>`, region `regions[k mod R]`, zone `<region>-z<(k div R) mod Z>`, class `standard` |
 //!
 //! So every tenant can call every capability, each through
 //! `bindings_per_tenant_capability` bindings in priority order, and a
@@ -32,7 +35,7 @@ use connreg::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::limits::REGISTER_CONCURRENCY;
+use super::limits::{REGISTER_CONCURRENCY, RUN_PREFIX_BYTES_MAX};
 
 /// The capacity class of every replica and every request.
 pub const CAPACITY_CLASS: &str = "standard";
@@ -116,6 +119,8 @@ impl FleetShape {
 /// A fleet's records, ready to publish and register.
 #[derive(Debug, Clone)]
 pub struct FleetPlan {
+    /// What every identifier of the fleet starts with.
+    pub prefix: String,
     /// The shape it was built from.
     pub shape: FleetShape,
     /// Tenants, by index.
@@ -142,26 +147,40 @@ fn reference(kind: &str, of: &str) -> OpaqueRef {
     }
 }
 
-/// Tenant `t`'s identifier.
-pub fn tenant_name(t: u32) -> String {
-    format!("t{t}")
+/// Tenant `t`'s identifier under run prefix `prefix`.
+pub fn tenant_name(prefix: &str, t: u32) -> String {
+    format!("{prefix}t{t}")
 }
 
-/// Capability `c`'s identifier.
-pub fn capability_name(c: u32) -> String {
-    format!("bench.cap{c:03}")
+/// Capability `c`'s identifier under run prefix `prefix`.
+pub fn capability_name(prefix: &str, c: u32) -> String {
+    format!("{prefix}bench.cap{c:03}")
 }
 
 impl FleetPlan {
-    /// The records of a fleet of `shape`. The shape must be valid (as a
-    /// validated contract's is).
+    /// The records of a fleet of `shape` with no prefix: for a store of
+    /// its own (the in-memory backend, a fresh test database).
     pub fn new(shape: &FleetShape) -> FleetPlan {
-        let ty: ConnectorTypeId = id("ty-bench".into());
-        let version: VersionId = id("v-bench-1".into());
+        FleetPlan::with_prefix(shape, "")
+    }
+
+    /// The records of a fleet of `shape`, every identifier starting with
+    /// `prefix`. The shape must be valid (as a validated contract's is) and
+    /// the prefix at most [`RUN_PREFIX_BYTES_MAX`] bytes of identifier
+    /// characters.
+    pub fn with_prefix(shape: &FleetShape, prefix: &str) -> FleetPlan {
+        assert!(
+            prefix.len() <= RUN_PREFIX_BYTES_MAX,
+            "a run prefix is at most RUN_PREFIX_BYTES_MAX bytes"
+        );
+        let ty: ConnectorTypeId = id(format!("{prefix}ty-bench"));
+        let version: VersionId = id(format!("{prefix}v-bench-1"));
         let capabilities: Vec<CapabilityId> = (0..shape.capabilities)
-            .map(|c| id(capability_name(c)))
+            .map(|c| id(capability_name(prefix, c)))
             .collect();
-        let tenants: Vec<TenantId> = (0..shape.tenants).map(|t| id(tenant_name(t))).collect();
+        let tenants: Vec<TenantId> = (0..shape.tenants)
+            .map(|t| id(tenant_name(prefix, t)))
+            .collect();
         let regions: Vec<(Region, Vec<Zone>)> = shape
             .regions
             .iter()
@@ -190,11 +209,11 @@ impl FleetPlan {
         changes.push(Change::AdmitVersion(ConnectorVersion {
             id: version.clone(),
             connector_type: ty,
-            artifact_digest: "sha256:v-bench-1".into(),
-            manifest: "name = \"v-bench-1\"".into(),
+            artifact_digest: format!("sha256:{prefix}v-bench-1"),
+            manifest: format!("name = \"{prefix}v-bench-1\""),
             capabilities: capabilities.iter().cloned().collect(),
             profiles: BTreeSet::new(),
-            attestation: "slsa:v-bench-1".into(),
+            attestation: format!("slsa:{prefix}v-bench-1"),
             active: true,
             qualified: true,
         }));
@@ -274,6 +293,7 @@ impl FleetPlan {
             }
         }
         FleetPlan {
+            prefix: prefix.to_string(),
             shape: shape.clone(),
             tenants,
             capabilities,

@@ -89,6 +89,17 @@ pub const REGISTER_CONCURRENCY: usize = 16;
 /// client up to this. Well inside the test server's 300 connections.
 pub const PG_DATA_CONNECTIONS_MAX: u32 = 64;
 
+/// Longest run prefix, in bytes: `q` and 16 hex digits and `-` (18) with
+/// room to spare. With the longest fleet identifier (`t999-c255-b15-s`,
+/// 15 bytes) and action identifier (`w63-r99-c255-a99999999`) it stays far
+/// below the registry's `ID_BYTES_MAX` (128).
+pub const RUN_PREFIX_BYTES_MAX: usize = 32;
+
+/// Control-pool connections of a PostgreSQL run: setup publishes one
+/// publication at a time, and the end check, the whole-database checks
+/// and the cleanup run one after another.
+pub const PG_CONTROL_CONNECTIONS: u32 = 2;
+
 /// Largest latency the histograms hold, in microseconds (one minute);
 /// slower calls are recorded at this value.
 pub const LATENCY_US_MAX: u64 = 60 * 1_000_000;
@@ -109,4 +120,5 @@ const _: () = {
     assert!(LATENCY_US_MAX > 1_000);
     assert!(REGISTER_CONCURRENCY >= 1);
     assert!(VIOLATION_DETAILS_MAX >= 1);
+    assert!(RUN_PREFIX_BYTES_MAX + 64 <= connreg::limits::ID_BYTES_MAX);
 };

@@ -16,17 +16,24 @@
 //! - [`check`]: invariants, as answers arrive and over a final inspection.
 //! - [`report`]: the JSON report, thresholds and verdict, the summary.
 //! - [`run`]: one qualification, start to end, on either backend.
+//! - [`server`]: the PostgreSQL server a run qualifies (an operator's, or
+//!   a throwaway one) and what the report says about it.
+//! - [`cleanup`]: removing a run's rows, and only those, at the end.
+//! - [`provenance`]: time, build, machine and contract of a report.
 //! - [`error`]: errors without a verdict, and the exit codes.
 //! - [`cli`]: the `connreg-qualify` command line.
 
 pub mod check;
+pub mod cleanup;
 pub mod cli;
 pub mod contract;
 pub mod error;
 pub mod fleet;
 pub mod limits;
+pub mod provenance;
 pub mod report;
 pub mod run;
+pub mod server;
 pub mod stats;
 pub mod workload;
 
@@ -34,4 +41,4 @@ pub use contract::{BackendKind, Contract, ContractError};
 pub use error::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_RUN_ERROR, QualifyError};
 pub use fleet::{FleetPlan, FleetShape};
 pub use report::{Report, Verdict};
-pub use run::qualify;
+pub use run::{RunOptions, qualify};

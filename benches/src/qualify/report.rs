@@ -8,12 +8,15 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::check::Checked;
+use super::cleanup::CleanupFacts;
 use super::contract::{BackendKind, Thresholds};
+use super::provenance::{self, Provenance};
+use super::server::ServerFacts;
 use super::stats::LatencySummary;
 use super::workload::StopReason;
 
 /// The report format's name and version.
-pub const REPORT_FORMAT: &str = "connreg-qualify-report.v1";
+pub const REPORT_FORMAT: &str = "connreg-qualify-report.v2";
 
 /// Pass or fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +47,10 @@ impl Verdict {
 pub struct Report {
     /// [`REPORT_FORMAT`].
     pub format: String,
+    /// When, from which build, with which contract and seed.
+    pub provenance: Provenance,
+    /// How the run went as a whole.
+    pub run: RunFacts,
     /// Which contract ran.
     pub environment: EnvironmentFacts,
     /// On which backend.
@@ -60,8 +67,22 @@ pub struct Report {
     pub invariants: InvariantFacts,
     /// Every threshold, in contract order, then the invariant threshold.
     pub thresholds: Vec<ThresholdResult>,
+    /// On PostgreSQL: the removal of the run's rows.
+    pub cleanup: Option<CleanupFacts>,
     /// Pass when every threshold passes.
     pub verdict: Verdict,
+}
+
+/// How the run went as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFacts {
+    /// What every identifier the run wrote starts with.
+    pub prefix: String,
+    /// False when the run was interrupted: its figures cover only part of
+    /// the contract and its verdict is `fail`.
+    pub complete: bool,
+    /// Why it is incomplete, if it is.
+    pub incomplete_reason: Option<String>,
 }
 
 /// Which contract ran.
@@ -84,6 +105,8 @@ pub struct BackendFacts {
     pub server_source: Option<String>,
     /// For postgres: data-pool connections.
     pub data_connections: Option<u32>,
+    /// For postgres: the server, its version and settings, the roles.
+    pub server: Option<ServerFacts>,
 }
 
 /// The machine a run used.
@@ -97,6 +120,14 @@ pub struct MachineFacts {
     pub arch: String,
     /// `release` or `debug`: debug figures are not qualification figures.
     pub build: String,
+    /// The host name.
+    pub host: String,
+    /// The CPU model.
+    pub cpu_model: String,
+    /// Physical memory, in bytes, when known.
+    pub memory_bytes: Option<u64>,
+    /// The kernel release.
+    pub kernel: String,
 }
 
 impl MachineFacts {
@@ -112,6 +143,10 @@ impl MachineFacts {
                 "release"
             }
             .into(),
+            host: provenance::host(),
+            cpu_model: provenance::cpu_model(),
+            memory_bytes: provenance::memory_bytes(),
+            kernel: provenance::kernel(),
         }
     }
 }
@@ -349,10 +384,65 @@ impl Report {
                 .as_ref()
                 .map_or(String::new(), |src| format!(" (server: {src})")),
         );
+        if let Some(server) = &self.backend.server {
+            let _ = writeln!(s, "SERVER:     {}", server.banner());
+            let _ = writeln!(
+                s,
+                "            roles {} (control, {} connections) and {} (data, {} connections); schema {}{}",
+                server.control_role,
+                server.control_connections,
+                server.data_role,
+                server.data_connections,
+                server.schema_version,
+                if server.migrated {
+                    ", migrated by this run"
+                } else {
+                    ""
+                }
+            );
+        }
+        if !self.run.complete {
+            let _ = writeln!(
+                s,
+                "INCOMPLETE: {}",
+                self.run
+                    .incomplete_reason
+                    .as_deref()
+                    .unwrap_or("the run did not finish")
+            );
+        }
+        let p = &self.provenance;
         let _ = writeln!(
             s,
-            "machine:    {} cores, {} {}, {} build",
-            self.machine.cores, self.machine.os, self.machine.arch, self.machine.build
+            "provenance: {} .. {}, git {}{}, contract sha256 {}, seed {}, prefix {}",
+            p.started_utc,
+            p.ended_utc,
+            p.git_revision,
+            if p.git_dirty == "true" {
+                " (dirty)"
+            } else {
+                ""
+            },
+            &p.contract_sha256[..p.contract_sha256.len().min(16)],
+            p.seed,
+            p.run_prefix
+        );
+        let _ = writeln!(
+            s,
+            "machine:    {} ({}), {} cores, {} GiB, {} {} {}, {} build",
+            self.machine.host,
+            self.machine.cpu_model,
+            self.machine.cores,
+            self.machine
+                .memory_bytes
+                .map_or("?".to_string(), |b| format!(
+                    "{:.1}",
+                    b as f64 / (1u64 << 30) as f64
+                )),
+            self.machine.os,
+            self.machine.kernel,
+            self.machine.arch,
+            self.machine.build
         );
         let _ = writeln!(
             s,
@@ -369,6 +459,7 @@ impl Report {
                 StopReason::Duration => "duration",
                 StopReason::Operations => "operation count",
                 StopReason::ActionBudget => "the new-action budget",
+                StopReason::Interrupted => "an interruption",
             },
             number(m.operations_per_s),
         );
@@ -427,6 +518,18 @@ impl Report {
                     Bound::AtMost => "<=",
                 },
                 number(t.limit),
+            );
+        }
+        if let Some(c) = &self.cleanup {
+            let _ = writeln!(
+                s,
+                "cleanup:    {} rows with prefix {} removed, {} left{}",
+                c.rows_removed,
+                c.prefix,
+                c.rows_left,
+                c.error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!(" (failed: {e})"))
             );
         }
         let _ = write!(s, "verdict: {}", self.verdict.as_str());

@@ -7,41 +7,73 @@
 //! Wall-clock time is used only to time calls and to end runs by duration.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use connreg::contracts::Registry;
-use connreg::postgres::PgRegistry;
-use connreg::postgres::testing::TestRegistry;
-use connreg::{
-    CatalogQuery, Inspect, ManualClock, MemoryRegistry, Reader, RegistryConfig, Timestamp,
-};
+use connreg::{CatalogQuery, Inspect, ManualClock, MemoryRegistry, Reader, Timestamp};
 
 use super::check::{Violations, check_store};
+use super::cleanup::{self, CleanupFacts};
 use super::contract::{BackendKind, Contract};
 use super::error::QualifyError;
 use super::fleet::{self, FleetPlan};
-use super::limits::PG_DATA_CONNECTIONS_MAX;
+use super::provenance::{self, Provenance};
 use super::report::{
     BackendFacts, EnvironmentFacts, ErrorCount, FleetFacts, InvariantFacts, LoadFacts,
-    MachineFacts, Measured, OperationFigures, REPORT_FORMAT, Report, evaluate, overall,
+    MachineFacts, Measured, OperationFigures, REPORT_FORMAT, Report, RunFacts, evaluate, overall,
 };
+use super::server::{self, OpenError, PgTarget};
 use super::stats::{Operation, Tally};
-use super::workload::{self, Shared};
+use super::workload::{self, Shared, StopReason};
 
 /// Where the registry's clock stands: far from zero, like the fixtures'.
 pub const CLOCK_START_MS: u64 = 1_000_000;
 
-/// Runs `contract` on `backend`; `file` names the contract in the report,
-/// `progress` hears one line per phase.
+/// How to run a contract, besides the contract itself.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The backend.
+    pub backend: BackendKind,
+    /// On PostgreSQL: which server.
+    pub target: PgTarget,
+    /// The contract's file, as the report names it.
+    pub file: String,
+    /// SHA-256 of the contract file's bytes.
+    pub contract_sha256: String,
+    /// What every identifier the run writes starts with.
+    pub prefix: String,
+    /// Set (by Ctrl-C) to end the run early; the report is then marked
+    /// incomplete.
+    pub interrupted: Arc<AtomicBool>,
+}
+
+impl RunOptions {
+    /// Options for `backend` with a throwaway PostgreSQL database, a fresh
+    /// run prefix and no interruption: what tests and benches use.
+    pub fn new(backend: BackendKind, file: &str) -> RunOptions {
+        RunOptions {
+            backend,
+            target: PgTarget::Throwaway { durable: false },
+            file: file.into(),
+            contract_sha256: String::new(),
+            prefix: provenance::run_prefix(),
+            interrupted: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+/// Runs `contract` as `options` say; `progress` hears one line per phase.
 pub async fn qualify(
     contract: &Contract,
-    backend: BackendKind,
-    file: &str,
+    options: &RunOptions,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Report, QualifyError> {
+    let started_utc = provenance::now_utc();
     let clock = ManualClock::new(Timestamp(CLOCK_START_MS));
     let config = contract.registry.config();
-    match backend {
+    let backend = options.backend;
+    let mut report = match backend {
         BackendKind::Memory => {
             let registry =
                 MemoryRegistry::new(clock, config).map_err(|e| QualifyError::Backend {
@@ -52,64 +84,91 @@ pub async fn qualify(
                 kind: backend,
                 server_source: None,
                 data_connections: None,
+                server: None,
             };
-            run_on(registry, facts, contract, file, progress).await
+            run_on(registry, facts, contract, options, progress).await?
         }
         BackendKind::Postgres => {
-            progress("opening a fresh PostgreSQL database (connreg-pgtest)");
-            let (registry, facts) = open_postgres(clock, config, contract.load.clients).await?;
-            let result = run_on(registry.clone(), facts, contract, file, progress).await;
-            registry.close().await;
-            result
+            progress(&match &options.target {
+                PgTarget::Operator { control_url, .. } => format!(
+                    "connecting to the operator's server {}",
+                    provenance::redact_url(control_url)
+                ),
+                PgTarget::Throwaway { durable: true } => {
+                    "starting a throwaway cluster with fsync=on".to_string()
+                }
+                PgTarget::Throwaway { durable: false } => {
+                    "opening a fresh PostgreSQL database (connreg-pgtest)".to_string()
+                }
+            });
+            let opened = server::open(&options.target, clock, config, contract.load.clients)
+                .await
+                .map_err(|e| match e {
+                    OpenError::Options(reason) => QualifyError::Options { reason },
+                    OpenError::Unavailable(reason) => QualifyError::Backend { backend, reason },
+                })?;
+            progress(&format!("server: {}", opened.facts.banner()));
+            let facts = BackendFacts {
+                kind: backend,
+                server_source: Some(opened.facts.source.clone()),
+                data_connections: Some(opened.facts.data_connections),
+                server: Some(opened.facts.clone()),
+            };
+            let result = run_on(opened.registry.clone(), facts, contract, options, progress).await;
+            opened.registry.close().await;
+            // Removes the run's rows whatever happened, even after a
+            // failed setup.
+            progress(&format!("removing the rows of run {}", options.prefix));
+            let removed = cleanup::remove_run(&opened.control, &options.prefix).await;
+            match result {
+                Ok(mut report) => {
+                    report.cleanup = Some(removed);
+                    report
+                }
+                Err(e) => {
+                    if let Some(reason) = cleanup_problem(&removed) {
+                        progress(&reason);
+                    }
+                    return Err(e);
+                }
+            }
         }
+    };
+    if let Some(reason) = report.cleanup.as_ref().and_then(cleanup_problem) {
+        // Rows left behind are a failure of the run, not of the registry.
+        return Err(QualifyError::Run { reason });
     }
+    report.provenance.started_utc = started_utc;
+    report.provenance.ended_utc = provenance::now_utc();
+    Ok(report)
 }
 
-/// A registry on a fresh test database, with one data connection per
-/// client up to [`PG_DATA_CONNECTIONS_MAX`].
-async fn open_postgres(
-    clock: ManualClock,
-    config: RegistryConfig,
-    clients: u32,
-) -> Result<(PgRegistry, BackendFacts), QualifyError> {
-    let unavailable = |reason: String| QualifyError::Backend {
-        backend: BackendKind::Postgres,
-        reason,
-    };
-    let test = TestRegistry::create()
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    let server_source = test
-        .database()
-        .map(|d| d.server().source().as_str().to_string());
-    let mut options = test.options();
-    let data_connections = clients.min(PG_DATA_CONNECTIONS_MAX);
-    options.data.max_connections = data_connections;
-    let registry = PgRegistry::connect(options, clock, config)
-        .await
-        .map_err(|e| unavailable(e.to_string()))?
-        .keep_alive(test);
-    Ok((
-        registry,
-        BackendFacts {
-            kind: BackendKind::Postgres,
-            server_source,
-            data_connections: Some(data_connections),
-        },
-    ))
+fn cleanup_problem(c: &CleanupFacts) -> Option<String> {
+    match (&c.error, c.rows_left) {
+        (Some(e), _) => Some(format!(
+            "removing the rows of run {} failed: {e}; remove them by their prefix (benches/README.md)",
+            c.prefix
+        )),
+        (None, 0) => None,
+        (None, n) => Some(format!(
+            "{n} rows with the run prefix {} are still in the database",
+            c.prefix
+        )),
+    }
 }
 
 async fn run_on<R>(
     registry: R,
     backend: BackendFacts,
     contract: &Contract,
-    file: &str,
+    options: &RunOptions,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Report, QualifyError>
 where
     R: Registry + Inspect + Clone + 'static,
 {
-    let plan = Arc::new(FleetPlan::new(&contract.fleet));
+    let file = options.file.as_str();
+    let plan = Arc::new(FleetPlan::with_prefix(&contract.fleet, &options.prefix));
     progress(&format!(
         "setting up {} replicas and {} bindings on {}",
         plan.replicas.len(),
@@ -144,7 +203,13 @@ where
         }
     ));
     let start = Instant::now();
-    let shared = Arc::new(Shared::new(registry.clone(), plan.clone(), contract, start));
+    let shared = Arc::new(Shared::new(
+        registry.clone(),
+        plan.clone(),
+        contract,
+        start,
+        options.interrupted.clone(),
+    ));
     let mut clients = tokio::task::JoinSet::new();
     for index in 0..contract.load.clients {
         clients.spawn(workload::client(shared.clone(), index));
@@ -170,14 +235,45 @@ where
     let status = registry.status().await.map_err(inspect_failed)?;
     let mut violations = Violations::default();
     violations.merge(&tally.violations);
-    let checked = check_store(&snapshot, &status, published_at, &tracked, &mut violations);
+    let checked = check_store(
+        &snapshot,
+        &status,
+        published_at,
+        &options.prefix,
+        &tracked,
+        &mut violations,
+    );
 
     let measured = measure(&tally, elapsed.as_secs_f64(), stopped_by);
     let thresholds = evaluate(&contract.thresholds, &measured, violations.total());
-    let verdict = overall(&thresholds);
+    let complete = stopped_by != StopReason::Interrupted;
+    let verdict = if complete {
+        overall(&thresholds)
+    } else {
+        super::report::Verdict::Fail
+    };
+    let (git_revision, git_dirty) = provenance::git();
     let f = &contract.fleet;
     Ok(Report {
         format: REPORT_FORMAT.into(),
+        provenance: Provenance {
+            started_utc: String::new(),
+            ended_utc: String::new(),
+            git_revision,
+            git_dirty,
+            crate_version: env!("CARGO_PKG_VERSION").into(),
+            contract_sha256: options.contract_sha256.clone(),
+            seed: contract.seed,
+            run_prefix: options.prefix.clone(),
+            command_line: provenance::command_line(),
+        },
+        run: RunFacts {
+            prefix: options.prefix.clone(),
+            complete,
+            incomplete_reason: (!complete).then(|| {
+                "interrupted (Ctrl-C): the figures cover only the part that ran".to_string()
+            }),
+        },
         environment: EnvironmentFacts {
             name: contract.name.clone(),
             description: contract.description.clone(),
@@ -214,6 +310,7 @@ where
             details: violations.details().to_vec(),
         },
         thresholds,
+        cleanup: None,
         verdict,
     })
 }

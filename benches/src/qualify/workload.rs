@@ -7,16 +7,18 @@
 //! duplicate resolve or a settlement picked while it holds none becomes a
 //! new resolve (each counted as a substitution). Duplicates and
 //! settlements pick a held reservation at random. New actions are named
-//! `c<client>-a<n>`, so no two clients share one.
+//! `<prefix>c<client>-a<n>` (the run prefix of `super::fleet`), so no two
+//! clients, and no two runs, share one.
 //!
 //! The run stops at the deadline, after the contract's operation count,
-//! or when the run's budget of new actions is spent, whichever comes first.
+//! when the run's budget of new actions is spent, or when it is
+//! interrupted (Ctrl-C), whichever comes first.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use connreg::contracts::Registry;
+use connreg::contracts::DataPlane;
 use connreg::{
     ActionId, CatalogQuery, HeartbeatOutcome, HeartbeatParams, Outcome, Reader, ResolveKind,
     RouteRequest, SettleParams,
@@ -40,6 +42,20 @@ pub enum StopReason {
     Operations,
     /// The run's budget of new actions was spent (see `ACTIONS_MAX`).
     ActionBudget,
+    /// The operator interrupted it (Ctrl-C).
+    Interrupted,
+}
+
+impl StopReason {
+    /// The reason's name in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Duration => "duration",
+            StopReason::Operations => "operations",
+            StopReason::ActionBudget => "action_budget",
+            StopReason::Interrupted => "interrupted",
+        }
+    }
 }
 
 /// What every client shares: the registry, the plan, and the stop rule.
@@ -57,6 +73,7 @@ pub struct Shared<R> {
     actions_budget: u64,
     actions_spent: AtomicBool,
     heartbeat_seq: AtomicU64,
+    interrupted: Arc<AtomicBool>,
 }
 
 /// What one client hands back.
@@ -68,9 +85,16 @@ pub struct ClientResult {
     pub tracked: Vec<Tracked>,
 }
 
-impl<R: Registry> Shared<R> {
-    /// The shared state of a run of `contract` starting at `start`.
-    pub fn new(registry: R, plan: Arc<FleetPlan>, contract: &Contract, start: Instant) -> Self {
+impl<R: DataPlane> Shared<R> {
+    /// The shared state of a run of `contract` starting at `start`; the
+    /// run ends early once `interrupted` is set.
+    pub fn new(
+        registry: R,
+        plan: Arc<FleetPlan>,
+        contract: &Contract,
+        start: Instant,
+        interrupted: Arc<AtomicBool>,
+    ) -> Self {
         let length = contract.load.length();
         let deadline = match length {
             RunLength::DurationMs(ms) => start + Duration::from_millis(ms),
@@ -91,12 +115,15 @@ impl<R: Registry> Shared<R> {
             actions_spent: AtomicBool::new(false),
             // Registration used health sequence 1.
             heartbeat_seq: AtomicU64::new(2),
+            interrupted,
         }
     }
 
     /// Why the run ended, once every client is done.
     pub fn stop_reason(&self) -> StopReason {
-        if self.actions_spent.load(Ordering::Relaxed) {
+        if self.interrupted.load(Ordering::Relaxed) {
+            StopReason::Interrupted
+        } else if self.actions_spent.load(Ordering::Relaxed) {
             StopReason::ActionBudget
         } else {
             match self.length {
@@ -108,7 +135,7 @@ impl<R: Registry> Shared<R> {
 
     /// True while the run may take one more operation.
     fn claim_operation(&self) -> bool {
-        if self.actions_spent.load(Ordering::Relaxed) {
+        if self.actions_spent.load(Ordering::Relaxed) || self.interrupted.load(Ordering::Relaxed) {
             return false;
         }
         match self.length {
@@ -129,7 +156,7 @@ impl<R: Registry> Shared<R> {
 }
 
 /// One client's loop.
-pub async fn client<R: Registry>(shared: Arc<Shared<R>>, index: u32) -> ClientResult {
+pub async fn client<R: DataPlane>(shared: Arc<Shared<R>>, index: u32) -> ClientResult {
     let mut c = Client {
         shared: &shared,
         index,
@@ -165,7 +192,7 @@ struct Client<'a, R> {
     result: ClientResult,
 }
 
-impl<R: Registry> Client<'_, R> {
+impl<R: DataPlane> Client<'_, R> {
     fn pick(&mut self) -> Operation {
         let m = &self.shared.mix;
         let weights = [
@@ -222,8 +249,11 @@ impl<R: Registry> Client<'_, R> {
         if !self.shared.claim_action() {
             return false;
         }
-        let action = ActionId::new(format!("c{}-a{}", self.index, self.next_action))
-            .expect("bench action ids are valid");
+        let action = ActionId::new(format!(
+            "{}c{}-a{}",
+            self.shared.plan.prefix, self.index, self.next_action
+        ))
+        .expect("bench action ids are valid");
         self.next_action += 1;
         let tenant = self.rng.random_range(0..self.shared.plan.tenants.len());
         let capability = self

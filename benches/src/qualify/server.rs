@@ -1,0 +1,394 @@
+//! Which PostgreSQL server a run qualifies, how it is reached, and what the
+//! report says about it.
+//!
+//! - [`PgTarget::Operator`]: a server as deployed, through the control and
+//!   data roles' URLs (`--control-url`, `--data-url`). Nothing is created
+//!   but the run's own rows: no database, no role. The schema must be at
+//!   [`SCHEMA_VERSION`] unless `--migrate` lets the control role migrate it.
+//! - [`PgTarget::Throwaway`]: a fresh database from connreg-pgtest (its
+//!   throwaway local cluster with `fsync=off`, Docker, or the server of
+//!   `CONNREG_TEST_DATABASE_URL`), or with `durable` a cluster of the run's
+//!   own started with `fsync=on`. Dropped at the end.
+//!
+//! Either way the server's version and durability settings are read
+//! through the control role and put in the report ([`ServerFacts`]).
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use connreg::postgres::testing::{TEST_ROLE_PASSWORD, TestRegistry};
+use connreg::postgres::{
+    PgConnectOptions, PgOptions, PgRegistry, PoolOptions, Roles, SCHEMA_VERSION, create_roles,
+};
+use connreg::{ManualClock, RegistryConfig};
+use connreg_pgtest::{LocalCluster, LocalOptions};
+use serde::{Deserialize, Serialize};
+use sqlx::{Connection, PgConnection};
+
+use super::limits::{PG_CONTROL_CONNECTIONS, PG_DATA_CONNECTIONS_MAX};
+
+/// The server settings every PostgreSQL report records, in report order.
+pub const REPORTED_SETTINGS: [&str; 6] = [
+    "fsync",
+    "synchronous_commit",
+    "full_page_writes",
+    "wal_level",
+    "shared_buffers",
+    "max_connections",
+];
+
+/// The database a durable throwaway cluster gets.
+const DURABLE_DATABASE: &str = "connreg_qualify";
+
+/// `max_connections` of a durable throwaway cluster.
+const DURABLE_CONNECTIONS_MAX: u32 = 200;
+
+/// Where a PostgreSQL run goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PgTarget {
+    /// A server as deployed, reached through two roles' URLs.
+    Operator {
+        /// The control role's URL (owns the schema, migrates, publishes).
+        control_url: String,
+        /// The data role's URL.
+        data_url: String,
+        /// Migrate the schema with the control role if it is behind.
+        migrate: bool,
+    },
+    /// A fresh database that goes away with the run.
+    Throwaway {
+        /// A cluster of the run's own with `fsync=on` instead of the
+        /// shared test server.
+        durable: bool,
+    },
+}
+
+/// What the report says about the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerFacts {
+    /// `operator` (a server as deployed) or `throwaway` (a fresh database
+    /// dropped at the end).
+    pub kind: String,
+    /// `url` (named by a URL), `local` (a cluster started from local
+    /// binaries) or `docker`.
+    pub source: String,
+    /// `host:port/database`, never a password.
+    pub address: String,
+    /// The role the control pool logs in as.
+    pub control_role: String,
+    /// The role the data pool logs in as.
+    pub data_role: String,
+    /// `server_version`.
+    pub version: String,
+    /// [`REPORTED_SETTINGS`], as the server reports them.
+    pub settings: BTreeMap<String, String>,
+    /// The schema version found before the run (`None`: no schema).
+    pub schema_version_found: Option<i32>,
+    /// The schema version the run used ([`SCHEMA_VERSION`]).
+    pub schema_version: i32,
+    /// Whether this run installed or migrated the schema.
+    pub migrated: bool,
+    /// Control-pool connections.
+    pub control_connections: u32,
+    /// Data-pool connections.
+    pub data_connections: u32,
+}
+
+impl ServerFacts {
+    /// A setting as reported, or `?`.
+    pub fn setting(&self, name: &str) -> &str {
+        self.settings.get(name).map_or("?", String::as_str)
+    }
+
+    /// One line that says loudly which server ran.
+    pub fn banner(&self) -> String {
+        let durability = format!(
+            "fsync={} synchronous_commit={} full_page_writes={}",
+            self.setting("fsync"),
+            self.setting("synchronous_commit"),
+            self.setting("full_page_writes")
+        );
+        let what = match (self.kind.as_str(), self.source.as_str()) {
+            ("operator", _) => "OPERATOR SERVER".to_string(),
+            (_, source) => format!("THROWAWAY {} SERVER", source.to_uppercase()),
+        };
+        let warning = if self.setting("fsync") != "on" {
+            " -- NOT DURABLE: figures say nothing about a server that syncs to disk"
+        } else {
+            ""
+        };
+        format!(
+            "{what} {} (PostgreSQL {}, {durability}){warning}",
+            self.address, self.version
+        )
+    }
+}
+
+/// A registry on the target, with the control role's connect options
+/// (for facts, cleanup and whole-database checks).
+pub struct Opened {
+    /// Both pools.
+    pub registry: PgRegistry,
+    /// The control role's options: owns every table.
+    pub control: PgConnectOptions,
+    /// The data role's options.
+    pub data: PgConnectOptions,
+    /// What the report says.
+    pub facts: ServerFacts,
+}
+
+/// Why a target could not be opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// A URL or an option is unusable (exit 2).
+    #[error("{0}")]
+    Options(String),
+    /// The server, the roles or the schema are not usable (exit 3).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+fn unavailable(what: &str) -> impl FnOnce(String) -> OpenError + '_ {
+    move |e| OpenError::Unavailable(format!("{what}: {e}"))
+}
+
+/// Opens a registry on `target` with `clients` data connections (at most
+/// [`PG_DATA_CONNECTIONS_MAX`]).
+pub async fn open(
+    target: &PgTarget,
+    clock: ManualClock,
+    config: RegistryConfig,
+    clients: u32,
+) -> Result<Opened, OpenError> {
+    let data_connections = clients.clamp(1, PG_DATA_CONNECTIONS_MAX);
+    match target {
+        PgTarget::Operator {
+            control_url,
+            data_url,
+            migrate,
+        } => {
+            let mut options = PgOptions::from_urls(control_url, data_url)
+                .map_err(|e| OpenError::Options(format!("--control-url/--data-url: {e}")))?;
+            let found = schema_version(&options.control.connect).await?;
+            if found != Some(SCHEMA_VERSION) {
+                let found_text = found.map_or_else(
+                    || "no connreg schema".to_string(),
+                    |v| format!("version {v}"),
+                );
+                if found.is_some_and(|v| v > SCHEMA_VERSION) {
+                    return Err(OpenError::Unavailable(format!(
+                        "the database holds schema {found_text}, newer than this build's \
+                         {SCHEMA_VERSION}: qualify it with the build that migrated it"
+                    )));
+                }
+                if !migrate {
+                    return Err(OpenError::Unavailable(format!(
+                        "the database holds {found_text}; this build serves schema version \
+                         {SCHEMA_VERSION}: run again with --migrate to install or migrate it \
+                         with the control role"
+                    )));
+                }
+            }
+            options.data.max_connections = data_connections;
+            options.control.max_connections = PG_CONTROL_CONNECTIONS;
+            let control = options.control.connect.clone();
+            let data = options.data.connect.clone();
+            let registry = PgRegistry::connect(options, clock, config)
+                .await
+                .map_err(|e| unavailable("connect")(e.to_string()))?;
+            let facts = facts(
+                &control,
+                &data,
+                "operator",
+                "url",
+                found,
+                found != Some(SCHEMA_VERSION),
+                data_connections,
+            )
+            .await;
+            match facts {
+                Ok(facts) => Ok(Opened {
+                    registry,
+                    control,
+                    data,
+                    facts,
+                }),
+                Err(e) => {
+                    registry.close().await;
+                    Err(e)
+                }
+            }
+        }
+        PgTarget::Throwaway { durable: false } => {
+            let test = TestRegistry::create()
+                .await
+                .map_err(|e| unavailable("no test database")(e.to_string()))?;
+            let source = test
+                .database()
+                .map_or("url", |d| d.server().source().as_str())
+                .to_string();
+            let mut options = test.options();
+            options.data.max_connections = data_connections;
+            options.control.max_connections = PG_CONTROL_CONNECTIONS;
+            let control = options.control.connect.clone();
+            let data = options.data.connect.clone();
+            let registry = PgRegistry::connect(options, clock, config)
+                .await
+                .map_err(|e| unavailable("connect")(e.to_string()))?
+                .keep_alive(test);
+            let facts = facts(
+                &control,
+                &data,
+                "throwaway",
+                &source,
+                None,
+                true,
+                data_connections,
+            )
+            .await?;
+            Ok(Opened {
+                registry,
+                control,
+                data,
+                facts,
+            })
+        }
+        PgTarget::Throwaway { durable: true } => {
+            let cluster = tokio::task::spawn_blocking(|| {
+                LocalCluster::start(LocalOptions {
+                    fsync: true,
+                    connections_max: DURABLE_CONNECTIONS_MAX,
+                })
+            })
+            .await
+            .map_err(|e| unavailable("start a cluster with fsync=on")(e.to_string()))?
+            .map_err(|e| unavailable("start a cluster with fsync=on")(e.to_string()))?;
+            let mut admin = PgConnection::connect(cluster.url())
+                .await
+                .map_err(|e| unavailable("connect as the cluster's superuser")(e.to_string()))?;
+            sqlx::query(&format!("CREATE DATABASE {DURABLE_DATABASE}"))
+                .execute(&mut admin)
+                .await
+                .map_err(|e| unavailable("create the database")(e.to_string()))?;
+            let _ = admin.close().await;
+            let admin_db = PgConnectOptions::from_str(&cluster.database_url(DURABLE_DATABASE))
+                .map_err(|e| unavailable("the cluster's URL")(e.to_string()))?;
+            let roles = Roles {
+                control: "qualify_control".into(),
+                data: "qualify_data".into(),
+                control_password: Some(TEST_ROLE_PASSWORD.into()),
+                data_password: Some(TEST_ROLE_PASSWORD.into()),
+            };
+            create_roles(&admin_db, &roles)
+                .await
+                .map_err(|e| unavailable("create the roles")(e.to_string()))?;
+            let mut options = PgOptions::for_roles(&admin_db, &roles);
+            options.data.max_connections = data_connections;
+            options.control.max_connections = PG_CONTROL_CONNECTIONS;
+            let control = options.control.connect.clone();
+            let data = options.data.connect.clone();
+            let registry = PgRegistry::connect(options, clock, config)
+                .await
+                .map_err(|e| unavailable("connect")(e.to_string()))?
+                .keep_alive(cluster);
+            let facts = facts(
+                &control,
+                &data,
+                "throwaway",
+                "local",
+                None,
+                true,
+                data_connections,
+            )
+            .await?;
+            Ok(Opened {
+                registry,
+                control,
+                data,
+                facts,
+            })
+        }
+    }
+}
+
+/// The schema version a database holds, read as the control role (`None`:
+/// no schema or no version row).
+pub async fn schema_version(control: &PgConnectOptions) -> Result<Option<i32>, OpenError> {
+    let mut conn = PgConnection::connect_with(control)
+        .await
+        .map_err(|e| unavailable("connect as the control role")(e.to_string()))?;
+    let found = sqlx::query_scalar::<_, i32>("SELECT version FROM connreg.schema_version")
+        .fetch_optional(&mut conn)
+        .await;
+    let _ = conn.close().await;
+    match found {
+        Ok(v) => Ok(v),
+        // No schema (undefined table or schema).
+        Err(sqlx::Error::Database(d)) if matches!(d.code().as_deref(), Some("42P01" | "3F000")) => {
+            Ok(None)
+        }
+        Err(e) => Err(unavailable(
+            "read connreg.schema_version as the control role",
+        )(e.to_string())),
+    }
+}
+
+/// `host:port/database` of `options`.
+pub fn address(options: &PgConnectOptions) -> String {
+    format!(
+        "{}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or("")
+    )
+}
+
+async fn facts(
+    control: &PgConnectOptions,
+    data: &PgConnectOptions,
+    kind: &str,
+    source: &str,
+    found: Option<i32>,
+    migrated: bool,
+    data_connections: u32,
+) -> Result<ServerFacts, OpenError> {
+    let mut conn = PgConnection::connect_with(control)
+        .await
+        .map_err(|e| unavailable("connect as the control role")(e.to_string()))?;
+    let version: String = sqlx::query_scalar("SELECT current_setting('server_version')")
+        .fetch_one(&mut conn)
+        .await
+        .map_err(|e| unavailable("read the server version")(e.to_string()))?;
+    let mut settings = BTreeMap::new();
+    for name in REPORTED_SETTINGS {
+        let value: String = sqlx::query_scalar("SELECT current_setting($1)")
+            .bind(name)
+            .fetch_one(&mut conn)
+            .await
+            .map_err(|e| unavailable("read the server's settings")(e.to_string()))?;
+        settings.insert(name.to_string(), value);
+    }
+    let _ = conn.close().await;
+    Ok(ServerFacts {
+        kind: kind.into(),
+        source: source.into(),
+        address: address(control),
+        control_role: control.get_username().into(),
+        data_role: data.get_username().into(),
+        version,
+        settings,
+        schema_version_found: found,
+        schema_version: SCHEMA_VERSION,
+        migrated,
+        control_connections: PG_CONTROL_CONNECTIONS,
+        data_connections,
+    })
+}
+
+/// Both pools' options from two URLs, checking only that they parse.
+pub fn parse_urls(control: &str, data: &str) -> Result<(), OpenError> {
+    PoolOptions::parse_url(control)
+        .map_err(|e| OpenError::Options(format!("--control-url: {e}")))?;
+    PoolOptions::parse_url(data).map_err(|e| OpenError::Options(format!("--data-url: {e}")))?;
+    Ok(())
+}
