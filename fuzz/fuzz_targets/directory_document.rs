@@ -12,7 +12,11 @@ fuzz_target!(|bytes: &[u8]| {
         Ok(directory) => {
             let written = serde_json::to_vec(&directory).expect("a parsed document serialises");
             let again = InstanceDirectory::parse(&written);
-            assert_eq!(again.as_ref(), Ok(&directory), "the round trip changed the document");
+            assert_eq!(
+                again.as_ref(),
+                Ok(&directory),
+                "the round trip changed the document"
+            );
         }
         Err(error) => check_error(&error),
     }
@@ -24,7 +28,10 @@ fn check_error(error: &DocumentError) {
     let message = error.to_string();
     let path = error.path();
     assert!(!path.is_empty(), "{message:?} has no path");
-    let reason = match message.strip_prefix(path).and_then(|rest| rest.strip_prefix(": ")) {
+    let reason = match message
+        .strip_prefix(path)
+        .and_then(|rest| rest.strip_prefix(": "))
+    {
         Some(reason) => reason,
         None => {
             assert_eq!(path, "$", "{message:?} does not start with its path");

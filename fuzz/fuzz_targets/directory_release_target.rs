@@ -13,7 +13,11 @@ fuzz_target!(|bytes: &[u8]| {
         Ok(target) => {
             let written = serde_json::to_vec(&target).expect("a parsed target serialises");
             let again = ReleaseTarget::parse(&written);
-            assert_eq!(again.as_ref(), Ok(&target), "the round trip changed the target");
+            assert_eq!(
+                again.as_ref(),
+                Ok(&target),
+                "the round trip changed the target"
+            );
         }
         Err(error) => check_error(&error),
     }
@@ -25,7 +29,10 @@ fn check_error(error: &DocumentError) {
     let message = error.to_string();
     let path = error.path();
     assert!(!path.is_empty(), "{message:?} has no path");
-    let reason = match message.strip_prefix(path).and_then(|rest| rest.strip_prefix(": ")) {
+    let reason = match message
+        .strip_prefix(path)
+        .and_then(|rest| rest.strip_prefix(": "))
+    {
         Some(reason) => reason,
         None => {
             assert_eq!(path, "$", "{message:?} does not start with its path");
