@@ -12,6 +12,7 @@ use clap::Parser;
 use super::contract::{BackendKind, Contract};
 use super::error::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_RUN_ERROR, QualifyError};
 use super::limits::CONTRACT_BYTES_MAX;
+use super::progress::ProgressMode;
 use super::provenance;
 use super::report::Verdict;
 use super::run::{RunOptions, qualify};
@@ -159,6 +160,7 @@ pub fn main() -> ExitCode {
         target,
         file: file.clone(),
         contract_sha256,
+        progress: ProgressMode::for_stderr(),
         ..RunOptions::new(backend, &file)
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -174,6 +176,24 @@ pub fn main() -> ExitCode {
         }
     };
     let progress = |line: &str| eprintln!("connreg-qualify: {line}");
+    // Ctrl-C ends the run: the clients stop after their current call, the
+    // store is checked, the run's rows are removed, and the report says
+    // the run is incomplete. A second Ctrl-C ends the process at once.
+    let interrupted = options.interrupted.clone();
+    runtime.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            interrupted.store(true, std::sync::atomic::Ordering::Relaxed);
+            eprintln!(
+                "connreg-qualify: interrupted: ending the run, checking the store, removing its \
+                 rows and writing a report marked incomplete (Ctrl-C again aborts at once and \
+                 leaves the run's rows behind)"
+            );
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("connreg-qualify: aborted");
+                std::process::exit(130);
+            }
+        }
+    });
     let report = match runtime.block_on(qualify(&contract, &options, &progress)) {
         Ok(r) => r,
         Err(e) => return fail(&e),

@@ -23,7 +23,7 @@ use super::limits::{
     CONTRACT_BYTES_MAX, DESCRIPTION_BYTES_MAX, DURATION_MS_MAX, DURATION_MS_MIN, INSTANCES_MAX,
     INSTANCES_PER_TENANT_MAX, MIX_WEIGHT_MAX, NAME_BYTES_MAX, OPERATIONS_MAX,
     OUTSTANDING_PER_CLIENT_MAX, REGIONS_MAX, REPLICAS_MAX, REPLICAS_PER_INSTANCE_MAX, TENANTS_MAX,
-    ZONES_PER_REGION_MAX,
+    TRIALS_MAX, WARMUP_MS_DEFAULT, WARMUP_MS_MAX, ZONES_PER_REGION_MAX,
 };
 
 /// Which registry backend a run uses.
@@ -141,8 +141,15 @@ pub struct Load {
     #[serde(default = "default_outstanding")]
     pub outstanding_per_client_max: u32,
     /// Most new actions in the run; the run stops early when they are used
-    /// up. Default and maximum [`ACTIONS_MAX`].
+    /// up. Default and maximum [`ACTIONS_MAX`]. Trials share it equally.
     pub actions_max: Option<u64>,
+    /// Unmeasured warm-up before each trial, in milliseconds: the same
+    /// clients and mix, nothing counted. Default [`WARMUP_MS_DEFAULT`] for
+    /// a run by duration, 0 for a run by operation count.
+    pub warmup_ms: Option<u64>,
+    /// Measured runs of the contract on one fleet, one after another;
+    /// each threshold must hold in every one. Default 1.
+    pub trials: Option<u32>,
 }
 
 fn default_outstanding() -> u32 {
@@ -171,6 +178,19 @@ impl Load {
     /// The run's budget of new actions.
     pub fn actions_budget(&self) -> u64 {
         self.actions_max.unwrap_or(ACTIONS_MAX)
+    }
+
+    /// The warm-up before each trial, in milliseconds.
+    pub fn warmup(&self) -> u64 {
+        self.warmup_ms.unwrap_or(match self.length() {
+            RunLength::DurationMs(_) => WARMUP_MS_DEFAULT,
+            RunLength::Operations(_) => 0,
+        })
+    }
+
+    /// Trials, at least 1.
+    pub fn trials(&self) -> u32 {
+        self.trials.unwrap_or(1).max(1)
     }
 }
 
@@ -554,6 +574,21 @@ impl Contract {
         )?;
         if let Some(n) = l.actions_max {
             check_range("load.actions_max", n, 1, ACTIONS_MAX, "ACTIONS_MAX")?;
+        }
+        if let Some(ms) = l.warmup_ms {
+            check_range("load.warmup_ms", ms, 0, WARMUP_MS_MAX, "WARMUP_MS_MAX")?;
+        }
+        if let Some(n) = l.trials {
+            check_range("load.trials", n, 1, TRIALS_MAX, "TRIALS_MAX")?;
+            if l.actions_budget() < u64::from(n) {
+                return invalid(
+                    "load.trials",
+                    format!(
+                        "load.trials = {n} exceeds the budget of new actions ({}): trials share it",
+                        l.actions_budget()
+                    ),
+                );
+            }
         }
         Ok(())
     }

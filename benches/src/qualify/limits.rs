@@ -100,6 +100,34 @@ pub const RUN_PREFIX_BYTES_MAX: usize = 32;
 /// and the cleanup run one after another.
 pub const PG_CONTROL_CONNECTIONS: u32 = 2;
 
+/// Shortest timeline interval, in milliseconds: runs by operation count,
+/// and runs shorter than a minute, are sampled this often.
+pub const TIMELINE_INTERVAL_MS_MIN: u64 = 100;
+
+/// Longest timeline interval, in milliseconds: a run of the longest
+/// duration (one hour) still gets 60 points.
+pub const TIMELINE_INTERVAL_MS_MAX: u64 = 60_000;
+
+/// Most timeline points one trial keeps; later ones are counted in the
+/// progress display but not kept (the timeline says `truncated`). At the
+/// shortest interval, about seven minutes.
+pub const TIMELINE_POINTS_MAX: usize = 4_096;
+
+/// Interval between progress lines when stderr is not a terminal, in
+/// milliseconds.
+pub const PROGRESS_LINE_MS: u64 = 5_000;
+
+/// Warm-up of a run by duration when the contract names none, in
+/// milliseconds; runs by operation count have none unless they ask.
+pub const WARMUP_MS_DEFAULT: u64 = 1_000;
+
+/// Longest warm-up, in milliseconds (ten minutes).
+pub const WARMUP_MS_MAX: u64 = 600_000;
+
+/// Most trials of one contract: each repeats the measured run on the same
+/// fleet, and they share the run's budget of new actions.
+pub const TRIALS_MAX: u32 = 20;
+
 /// Largest latency the histograms hold, in microseconds (one minute);
 /// slower calls are recorded at this value.
 pub const LATENCY_US_MAX: u64 = 60 * 1_000_000;
@@ -120,5 +148,9 @@ const _: () = {
     assert!(LATENCY_US_MAX > 1_000);
     assert!(REGISTER_CONCURRENCY >= 1);
     assert!(VIOLATION_DETAILS_MAX >= 1);
+    assert!(TIMELINE_INTERVAL_MS_MIN < TIMELINE_INTERVAL_MS_MAX);
+    assert!(DURATION_MS_MAX / TIMELINE_INTERVAL_MS_MAX >= 60);
+    assert!(ACTIONS_MAX / TRIALS_MAX as u64 >= 1_000);
+    assert!(WARMUP_MS_DEFAULT <= WARMUP_MS_MAX);
     assert!(RUN_PREFIX_BYTES_MAX + 64 <= connreg::limits::ID_BYTES_MAX);
 };

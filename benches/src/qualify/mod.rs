@@ -20,6 +20,9 @@
 //!   a throwaway one) and what the report says about it.
 //! - [`cleanup`]: removing a run's rows, and only those, at the end.
 //! - [`provenance`]: time, build, machine and contract of a report.
+//! - [`trial`]: one trial: warm-up, measured run, timeline, progress.
+//! - [`timeline`]: figures over time, per interval.
+//! - [`progress`]: the progress bar or lines while a trial measures.
 //! - [`error`]: errors without a verdict, and the exit codes.
 //! - [`cli`]: the `connreg-qualify` command line.
 
@@ -30,11 +33,14 @@ pub mod contract;
 pub mod error;
 pub mod fleet;
 pub mod limits;
+pub mod progress;
 pub mod provenance;
 pub mod report;
 pub mod run;
 pub mod server;
 pub mod stats;
+pub mod timeline;
+pub mod trial;
 pub mod workload;
 
 pub use contract::{BackendKind, Contract, ContractError};

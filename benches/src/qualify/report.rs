@@ -13,6 +13,7 @@ use super::contract::{BackendKind, Thresholds};
 use super::provenance::{self, Provenance};
 use super::server::ServerFacts;
 use super::stats::LatencySummary;
+use super::timeline::Timeline;
 use super::workload::StopReason;
 
 /// The report format's name and version.
@@ -61,8 +62,12 @@ pub struct Report {
     pub fleet: FleetFacts,
     /// The load as asked.
     pub load: LoadFacts,
-    /// What was measured.
+    /// What was measured, all trials pooled (counts added, time summed).
     pub measured: Measured,
+    /// Each trial's figures and timeline.
+    pub trials: Vec<TrialFacts>,
+    /// Key figures over the trials: min, median, max.
+    pub spread: BTreeMap<String, Spread>,
     /// The end-of-run invariant check.
     pub invariants: InvariantFacts,
     /// Every threshold, in contract order, then the invariant threshold.
@@ -185,6 +190,99 @@ pub struct LoadFacts {
     pub actions_max: u64,
     /// The seed.
     pub seed: u64,
+    /// Unmeasured warm-up before each trial, in milliseconds.
+    pub warmup_ms: u64,
+    /// Trials asked.
+    pub trials: u32,
+}
+
+/// One trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialFacts {
+    /// From 1.
+    pub trial: u32,
+    /// Its warm-up, in milliseconds (not in `measured`).
+    pub warmup_ms: u64,
+    /// Operations during the warm-up (not in `measured`).
+    pub warmup_operations: u64,
+    /// What it measured.
+    pub measured: Measured,
+    /// Its figures over time.
+    pub timeline: Timeline,
+}
+
+/// A figure over the trials.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// Smallest.
+    pub min: f64,
+    /// Median (of an even count, the mean of the middle two).
+    pub median: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Spread {
+    /// Of `values`; all zero when there are none.
+    pub fn of(values: &[f64]) -> Spread {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return Spread {
+                min: 0.0,
+                median: 0.0,
+                max: 0.0,
+            };
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Spread {
+            min: v[0],
+            median,
+            max: v[n - 1],
+        }
+    }
+}
+
+/// The figures whose spread over trials a report gives.
+pub const SPREAD_FIGURES: [&str; 8] = [
+    "elapsed_ms",
+    "operations_per_s",
+    "resolves_per_s",
+    "resolve_p50_ms",
+    "resolve_p99_ms",
+    "resolve_max_ms",
+    "unexpected_error_rate",
+    "no_capacity_rate",
+];
+
+fn figure(m: &Measured, name: &str) -> f64 {
+    match name {
+        "elapsed_ms" => m.elapsed_ms,
+        "operations_per_s" => m.operations_per_s,
+        "resolves_per_s" => m.resolves_per_s,
+        "resolve_p50_ms" => m.resolve_latency.p50_ms,
+        "resolve_p99_ms" => m.resolve_latency.p99_ms,
+        "resolve_max_ms" => m.resolve_latency.max_ms,
+        "unexpected_error_rate" => m.unexpected_error_rate,
+        "no_capacity_rate" => m.no_capacity_rate,
+        _ => f64::NAN,
+    }
+}
+
+/// [`SPREAD_FIGURES`] over `trials`.
+pub fn spread(trials: &[&Measured]) -> BTreeMap<String, Spread> {
+    SPREAD_FIGURES
+        .iter()
+        .map(|name| {
+            let values: Vec<f64> = trials.iter().map(|m| figure(m, name)).collect();
+            (name.to_string(), Spread::of(&values))
+        })
+        .collect()
 }
 
 /// One operation's figures.
@@ -250,6 +348,32 @@ pub struct Measured {
     pub no_capacity_rate: f64,
 }
 
+impl Measured {
+    /// Nothing measured: the figures of a run interrupted before its first
+    /// trial.
+    pub fn empty() -> Measured {
+        Measured {
+            elapsed_ms: 0.0,
+            stopped_by: StopReason::Interrupted,
+            operations: 0,
+            operations_per_s: 0.0,
+            resolves_ok: 0,
+            resolves_per_s: 0.0,
+            resolve_latency: LatencySummary::default(),
+            by_operation: BTreeMap::new(),
+            resolves_created: 0,
+            resolves_existing: 0,
+            settlements_released: 0,
+            heartbeats_ignored: 0,
+            mix_substitutions: 0,
+            errors: Vec::new(),
+            unexpected_errors: 0,
+            unexpected_error_rate: 0.0,
+            no_capacity_rate: 0.0,
+        }
+    }
+}
+
 /// The invariant check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InvariantFacts {
@@ -283,8 +407,12 @@ pub struct ThresholdResult {
     pub bound: Bound,
     /// The contract's limit.
     pub limit: f64,
-    /// The measured value.
+    /// The measured value: over trials, the worst one (the smallest for a
+    /// floor, the largest for a ceiling).
     pub measured: f64,
+    /// Each trial's value, in trial order.
+    #[serde(default)]
+    pub per_trial: Vec<f64>,
     /// Whether it was met.
     pub verdict: Verdict,
 }
@@ -300,6 +428,7 @@ impl ThresholdResult {
             bound,
             limit,
             measured,
+            per_trial: vec![measured],
             verdict: Verdict::of(pass),
         }
     }
@@ -349,6 +478,50 @@ pub fn evaluate(t: &Thresholds, m: &Measured, violations: u64) -> Vec<ThresholdR
         0.0,
         violations as f64,
     ));
+    out
+}
+
+/// The verdict rule over trials: every threshold of `t` is weighed in each
+/// trial, and holds only if it holds in every one, so its `measured` is
+/// the worst trial's value. A contract by duration adds `duration_ms_min`:
+/// each trial must have measured for the whole duration (one that ended
+/// early, on the new-action budget or an interruption, fails it). Zero
+/// invariant violations, over the whole run, closes the list. Without
+/// trials (interrupted before the first), every figure is 0.
+pub fn evaluate_trials(
+    t: &Thresholds,
+    duration_ms: Option<u64>,
+    trials: &[&Measured],
+    violations: u64,
+) -> Vec<ThresholdResult> {
+    let empty = Measured::empty();
+    let trials: Vec<&Measured> = if trials.is_empty() {
+        vec![&empty]
+    } else {
+        trials.to_vec()
+    };
+    let each: Vec<Vec<ThresholdResult>> =
+        trials.iter().map(|m| evaluate(t, m, violations)).collect();
+    let mut out: Vec<ThresholdResult> = Vec::new();
+    for (i, first) in each[0].iter().enumerate() {
+        let values: Vec<f64> = each.iter().map(|r| r[i].measured).collect();
+        let worst = match first.bound {
+            Bound::AtLeast => values.iter().copied().fold(f64::INFINITY, f64::min),
+            Bound::AtMost => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        };
+        let mut r = ThresholdResult::new(&first.name, first.bound, first.limit, worst);
+        r.per_trial = values;
+        out.push(r);
+    }
+    if let Some(ms) = duration_ms {
+        let values: Vec<f64> = trials.iter().map(|m| m.elapsed_ms).collect();
+        let worst = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let mut r = ThresholdResult::new("duration_ms_min", Bound::AtLeast, ms as f64, worst);
+        r.per_trial = values;
+        // Before the invariant threshold, which stays last.
+        let at = out.len().saturating_sub(1);
+        out.insert(at, r);
+    }
     out
 }
 

@@ -7,7 +7,7 @@
 //! Wall-clock time is used only to time calls and to end runs by duration.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use connreg::contracts::Registry;
@@ -15,20 +15,26 @@ use connreg::{CatalogQuery, Inspect, ManualClock, MemoryRegistry, Reader, Timest
 
 use super::check::{Violations, check_store};
 use super::cleanup::{self, CleanupFacts};
-use super::contract::{BackendKind, Contract};
+use super::contract::{BackendKind, Contract, RunLength};
 use super::error::QualifyError;
 use super::fleet::{self, FleetPlan};
+use super::progress::ProgressMode;
 use super::provenance::{self, Provenance};
 use super::report::{
     BackendFacts, EnvironmentFacts, ErrorCount, FleetFacts, InvariantFacts, LoadFacts,
-    MachineFacts, Measured, OperationFigures, REPORT_FORMAT, Report, RunFacts, evaluate, overall,
+    MachineFacts, Measured, OperationFigures, REPORT_FORMAT, Report, RunFacts, TrialFacts,
+    evaluate_trials, overall, spread,
 };
 use super::server::{self, OpenError, PgTarget};
 use super::stats::{Operation, Tally};
-use super::workload::{self, Shared, StopReason};
+use super::trial::{self, Display, TrialOutcome};
+use super::workload::{StopReason, TrialParams};
 
 /// Where the registry's clock stands: far from zero, like the fixtures'.
 pub const CLOCK_START_MS: u64 = 1_000_000;
+
+/// The first heartbeat health sequence of a run: registration used 1.
+pub const FIRST_HEARTBEAT_SEQ: u64 = 2;
 
 /// How to run a contract, besides the contract itself.
 #[derive(Debug, Clone)]
@@ -46,6 +52,8 @@ pub struct RunOptions {
     /// Set (by Ctrl-C) to end the run early; the report is then marked
     /// incomplete.
     pub interrupted: Arc<AtomicBool>,
+    /// How progress is shown while a trial measures.
+    pub progress: ProgressMode,
 }
 
 impl RunOptions {
@@ -59,6 +67,7 @@ impl RunOptions {
             contract_sha256: String::new(),
             prefix: provenance::run_prefix(),
             interrupted: Arc::new(AtomicBool::new(false)),
+            progress: ProgressMode::Silent,
         }
     }
 }
@@ -193,39 +202,48 @@ where
     }
     while warm.join_next().await.is_some() {}
 
-    progress(&format!(
-        "running {} clients{}",
-        contract.load.clients,
-        match (contract.load.duration_ms, contract.load.operations) {
-            (Some(ms), _) => format!(" for {:.1} s", ms as f64 / 1000.0),
-            (None, Some(n)) => format!(" for {n} operations"),
-            (None, None) => String::new(),
+    let load = &contract.load;
+    let trials = load.trials();
+    let warmup_ms = load.warmup();
+    let budget = load.actions_budget() / u64::from(trials);
+    let mut outcomes: Vec<TrialOutcome> = Vec::new();
+    let mut heartbeat_seq = FIRST_HEARTBEAT_SEQ;
+    for trial in 0..trials {
+        if options.interrupted.load(Ordering::Relaxed) {
+            break;
         }
-    ));
-    let start = Instant::now();
-    let shared = Arc::new(Shared::new(
-        registry.clone(),
-        plan.clone(),
-        contract,
-        start,
-        options.interrupted.clone(),
-    ));
-    let mut clients = tokio::task::JoinSet::new();
-    for index in 0..contract.load.clients {
-        clients.spawn(workload::client(shared.clone(), index));
+        progress(&format!(
+            "trial {}/{trials}: {} clients, warm-up {:.1} s, then {}",
+            trial + 1,
+            load.clients,
+            warmup_ms as f64 / 1000.0,
+            match load.length() {
+                RunLength::DurationMs(ms) => format!("{:.1} s measured", ms as f64 / 1000.0),
+                RunLength::Operations(n) => format!("{n} operations measured"),
+            }
+        ));
+        let params = TrialParams {
+            start: Instant::now(),
+            warmup_ms,
+            trial,
+            action_tag: format!("r{trial}-"),
+            actions_budget: budget,
+            heartbeat_seq,
+            probes: Vec::new(),
+            drain: trial + 1 < trials,
+            interrupted: options.interrupted.clone(),
+        };
+        let display = Display {
+            mode: options.progress,
+            trial: trial + 1,
+            trials,
+        };
+        let outcome = trial::run(registry.clone(), plan.clone(), contract, params, display)
+            .await
+            .map_err(|reason| QualifyError::Run { reason })?;
+        heartbeat_seq = outcome.next_heartbeat_seq;
+        outcomes.push(outcome);
     }
-    let mut tally = Tally::default();
-    let mut tracked = Vec::new();
-    while let Some(joined) = clients.join_next().await {
-        let result = joined.map_err(|e| QualifyError::Run {
-            reason: format!("a client failed: {e}"),
-        })?;
-        tally.merge(&result.tally);
-        tracked.extend(result.tracked);
-    }
-    let elapsed = start.elapsed();
-    let stopped_by = shared.stop_reason();
-    drop(shared);
 
     progress("checking invariants over a full inspection");
     let inspect_failed = |e: connreg::Error| QualifyError::Run {
@@ -234,7 +252,13 @@ where
     let snapshot = registry.inspect().await.map_err(inspect_failed)?;
     let status = registry.status().await.map_err(inspect_failed)?;
     let mut violations = Violations::default();
-    violations.merge(&tally.violations);
+    let mut pooled = Tally::default();
+    let mut tracked = Vec::new();
+    for o in &mut outcomes {
+        violations.merge(&o.tally.violations);
+        pooled.merge(&o.tally);
+        tracked.append(&mut o.tracked);
+    }
     let checked = check_store(
         &snapshot,
         &status,
@@ -244,14 +268,39 @@ where
         &mut violations,
     );
 
-    let measured = measure(&tally, elapsed.as_secs_f64(), stopped_by);
-    let thresholds = evaluate(&contract.thresholds, &measured, violations.total());
-    let complete = stopped_by != StopReason::Interrupted;
+    let trial_facts: Vec<TrialFacts> = outcomes
+        .iter()
+        .enumerate()
+        .map(|(i, o)| TrialFacts {
+            trial: i as u32 + 1,
+            warmup_ms,
+            warmup_operations: o.warmup_operations,
+            measured: measure(&o.tally, o.elapsed.as_secs_f64(), o.stopped_by),
+            timeline: o.timeline.clone(),
+        })
+        .collect();
+    let stopped_by = outcomes
+        .iter()
+        .map(|o| o.stopped_by)
+        .find(|r| matches!(r, StopReason::Interrupted | StopReason::ActionBudget))
+        .or_else(|| outcomes.last().map(|o| o.stopped_by))
+        .unwrap_or(StopReason::Interrupted);
+    let pooled_secs: f64 = outcomes.iter().map(|o| o.elapsed.as_secs_f64()).sum();
+    let measured = measure(&pooled, pooled_secs, stopped_by);
+    let per_trial: Vec<&Measured> = trial_facts.iter().map(|t| &t.measured).collect();
+    let thresholds = evaluate_trials(
+        &contract.thresholds,
+        load.duration_ms,
+        &per_trial,
+        violations.total(),
+    );
+    let complete = stopped_by != StopReason::Interrupted && outcomes.len() == trials as usize;
     let verdict = if complete {
         overall(&thresholds)
     } else {
         super::report::Verdict::Fail
     };
+    let spread = spread(&per_trial);
     let (git_revision, git_dirty) = provenance::git();
     let f = &contract.fleet;
     Ok(Report {
@@ -297,7 +346,11 @@ where
             operations: contract.load.operations,
             actions_max: contract.load.actions_budget(),
             seed: contract.seed,
+            warmup_ms,
+            trials,
         },
+        trials: trial_facts,
+        spread,
         measured,
         invariants: InvariantFacts {
             checked,
@@ -316,7 +369,7 @@ where
 }
 
 /// The figures of a merged tally over `secs` seconds.
-fn measure(tally: &Tally, secs: f64, stopped_by: workload::StopReason) -> Measured {
+fn measure(tally: &Tally, secs: f64, stopped_by: StopReason) -> Measured {
     let secs = secs.max(1e-9);
     let operations = tally.operations();
     let resolves_ok = tally.op(Operation::ResolveNew).ok + tally.op(Operation::ResolveDuplicate).ok;

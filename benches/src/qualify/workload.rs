@@ -7,8 +7,15 @@
 //! duplicate resolve or a settlement picked while it holds none becomes a
 //! new resolve (each counted as a substitution). Duplicates and
 //! settlements pick a held reservation at random. New actions are named
-//! `<prefix>c<client>-a<n>` (the run prefix of `super::fleet`), so no two
-//! clients, and no two runs, share one.
+//! `<prefix><tag>c<client>-a<n>` (the run prefix of `super::fleet`, and a
+//! tag naming the trial and, with many processes, the worker), so no two
+//! clients, trials, workers or runs share one.
+//!
+//! Each trial starts with a warm-up: the same clients and mix, counted
+//! nowhere but in the invariant checks. A client's first operation that
+//! starts after the warm-up opens its measured figures. Between trials
+//! the clients settle what they hold (unmeasured), so each trial starts
+//! from the same free capacity.
 //!
 //! The run stops at the deadline, after the contract's operation count,
 //! when the run's budget of new actions is spent, or when it is
@@ -31,6 +38,7 @@ use super::check::{Expect, Tracked, ViolationKind};
 use super::contract::{Contract, Mix, RunLength};
 use super::fleet::FleetPlan;
 use super::stats::{Operation, Tally};
+use super::timeline::Probe;
 
 /// Why the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,6 +66,29 @@ impl StopReason {
     }
 }
 
+/// One trial's parameters.
+#[derive(Debug, Clone)]
+pub struct TrialParams {
+    /// When the warm-up starts.
+    pub start: Instant,
+    /// How long it lasts; the measured run starts after it.
+    pub warmup_ms: u64,
+    /// The trial, from 0: varies each client's seed.
+    pub trial: u32,
+    /// Goes into every new action's name after the run prefix.
+    pub action_tag: String,
+    /// New actions this trial may create.
+    pub actions_budget: u64,
+    /// The first heartbeat health sequence to use.
+    pub heartbeat_seq: u64,
+    /// One probe per client, in client order.
+    pub probes: Vec<Probe>,
+    /// Settle every held reservation after the measured run.
+    pub drain: bool,
+    /// Set to end the run early.
+    pub interrupted: Arc<AtomicBool>,
+}
+
 /// What every client shares: the registry, the plan, and the stop rule.
 #[derive(Debug)]
 pub struct Shared<R> {
@@ -67,7 +98,12 @@ pub struct Shared<R> {
     seed: u64,
     outstanding_max: usize,
     length: RunLength,
+    measure_from: Instant,
     deadline: Instant,
+    trial: u32,
+    action_tag: String,
+    probes: Vec<Probe>,
+    drain: bool,
     operations_claimed: AtomicU64,
     actions_claimed: AtomicU64,
     actions_budget: u64,
@@ -79,27 +115,31 @@ pub struct Shared<R> {
 /// What one client hands back.
 #[derive(Debug, Default)]
 pub struct ClientResult {
-    /// Its counts.
+    /// Its counts, measured run only (violations include the warm-up's).
     pub tally: Tally,
+    /// Operations of the warm-up.
+    pub warmup_operations: u64,
+    /// When its last counted operation ended (before any drain).
+    pub ended: Option<Instant>,
     /// Every new action it resolved, with what it expects of it.
     pub tracked: Vec<Tracked>,
 }
 
 impl<R: DataPlane> Shared<R> {
-    /// The shared state of a run of `contract` starting at `start`; the
-    /// run ends early once `interrupted` is set.
+    /// The shared state of one trial of `contract`; it ends early once
+    /// `params.interrupted` is set.
     pub fn new(
         registry: R,
         plan: Arc<FleetPlan>,
         contract: &Contract,
-        start: Instant,
-        interrupted: Arc<AtomicBool>,
+        params: TrialParams,
     ) -> Self {
         let length = contract.load.length();
+        let measure_from = params.start + Duration::from_millis(params.warmup_ms);
         let deadline = match length {
-            RunLength::DurationMs(ms) => start + Duration::from_millis(ms),
+            RunLength::DurationMs(ms) => measure_from + Duration::from_millis(ms),
             // Runs by count end by count; the deadline is out of reach.
-            RunLength::Operations(_) => start + Duration::from_secs(365 * 24 * 3600),
+            RunLength::Operations(_) => measure_from + Duration::from_secs(365 * 24 * 3600),
         };
         Shared {
             registry,
@@ -108,15 +148,29 @@ impl<R: DataPlane> Shared<R> {
             seed: contract.seed,
             outstanding_max: contract.load.outstanding_per_client_max as usize,
             length,
+            measure_from,
             deadline,
+            trial: params.trial,
+            action_tag: params.action_tag,
+            probes: params.probes,
+            drain: params.drain,
             operations_claimed: AtomicU64::new(0),
             actions_claimed: AtomicU64::new(0),
-            actions_budget: contract.load.actions_budget(),
+            actions_budget: params.actions_budget,
             actions_spent: AtomicBool::new(false),
-            // Registration used health sequence 1.
-            heartbeat_seq: AtomicU64::new(2),
-            interrupted,
+            heartbeat_seq: AtomicU64::new(params.heartbeat_seq),
+            interrupted: params.interrupted,
         }
+    }
+
+    /// When the measured run starts.
+    pub fn measure_from(&self) -> Instant {
+        self.measure_from
+    }
+
+    /// The next heartbeat health sequence: where the next trial starts.
+    pub fn next_heartbeat_seq(&self) -> u64 {
+        self.heartbeat_seq.load(Ordering::Relaxed)
     }
 
     /// Why the run ended, once every client is done.
@@ -138,8 +192,12 @@ impl<R: DataPlane> Shared<R> {
         if self.actions_spent.load(Ordering::Relaxed) || self.interrupted.load(Ordering::Relaxed) {
             return false;
         }
+        let now = Instant::now();
+        if now < self.measure_from {
+            return true;
+        }
         match self.length {
-            RunLength::DurationMs(_) => Instant::now() < self.deadline,
+            RunLength::DurationMs(_) => now < self.deadline,
             RunLength::Operations(n) => self.operations_claimed.fetch_add(1, Ordering::Relaxed) < n,
         }
     }
@@ -164,13 +222,23 @@ pub async fn client<R: DataPlane>(shared: Arc<Shared<R>>, index: u32) -> ClientR
             shared
                 .seed
                 .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                .wrapping_add(u64::from(index)),
+                .wrapping_add(u64::from(index))
+                .wrapping_add(u64::from(shared.trial).wrapping_mul(0xD1B5_4A32_D192_ED03)),
         ),
         held: Vec::new(),
         next_action: 0,
+        measuring: false,
+        probe: shared.probes.get(index as usize).cloned(),
         result: ClientResult::default(),
     };
     while shared.claim_operation() {
+        if !c.measuring && Instant::now() >= shared.measure_from {
+            // The warm-up's figures go; its violations stay.
+            let warm = std::mem::take(&mut c.result.tally);
+            c.result.warmup_operations = warm.operations();
+            c.result.tally.violations = warm.violations;
+            c.measuring = true;
+        }
         let op = c.pick();
         if !c.run(op).await {
             break;
@@ -178,6 +246,23 @@ pub async fn client<R: DataPlane>(shared: Arc<Shared<R>>, index: u32) -> ClientR
         // The in-memory backend never suspends; yielding lets every client
         // take turns on the runtime's threads.
         tokio::task::yield_now().await;
+    }
+    if !c.measuring {
+        // Ended before the measured run began (interrupted in the warm-up).
+        let warm = std::mem::take(&mut c.result.tally);
+        c.result.warmup_operations = warm.operations();
+        c.result.tally.violations = warm.violations;
+    }
+    c.result.ended = Some(Instant::now());
+    if shared.drain && !shared.interrupted.load(Ordering::Relaxed) {
+        // Unmeasured: what the next trial would otherwise find reserved.
+        c.measuring = false;
+        let counted = std::mem::take(&mut c.result.tally);
+        while !c.held.is_empty() {
+            c.settle().await;
+        }
+        let drained = std::mem::replace(&mut c.result.tally, counted);
+        c.result.tally.violations.merge(&drained.violations);
     }
     c.result
 }
@@ -189,10 +274,24 @@ struct Client<'a, R> {
     /// Indexes into `result.tracked` of the reservations held.
     held: Vec<usize>,
     next_action: u64,
+    /// Past the warm-up: calls also go to the probe.
+    measuring: bool,
+    probe: Option<Probe>,
     result: ClientResult,
 }
 
 impl<R: DataPlane> Client<'_, R> {
+    /// Counts one call in the probe, once measuring.
+    fn note<T>(&self, op: Operation, elapsed: Duration, answer: &connreg::Result<T>) {
+        if !self.measuring {
+            return;
+        }
+        if let Some(probe) = &self.probe {
+            let mut interval = probe.lock().unwrap_or_else(|p| p.into_inner());
+            interval.record(op, elapsed, answer.as_ref().err().map(|e| e.kind()));
+        }
+    }
+
     fn pick(&mut self) -> Operation {
         let m = &self.shared.mix;
         let weights = [
@@ -250,8 +349,8 @@ impl<R: DataPlane> Client<'_, R> {
             return false;
         }
         let action = ActionId::new(format!(
-            "{}c{}-a{}",
-            self.shared.plan.prefix, self.index, self.next_action
+            "{}{}c{}-a{}",
+            self.shared.plan.prefix, self.shared.action_tag, self.index, self.next_action
         ))
         .expect("bench action ids are valid");
         self.next_action += 1;
@@ -263,6 +362,7 @@ impl<R: DataPlane> Client<'_, R> {
         let started = Instant::now();
         let answer = self.shared.registry.route_resolve(request).await;
         let elapsed = started.elapsed();
+        self.note(Operation::ResolveNew, elapsed, &answer);
         let tally = &mut self.result.tally;
         let expect = match answer {
             Ok(resolved) => {
@@ -323,6 +423,7 @@ impl<R: DataPlane> Client<'_, R> {
         let started = Instant::now();
         let answer = self.shared.registry.route_resolve(request).await;
         let elapsed = started.elapsed();
+        self.note(Operation::ResolveDuplicate, elapsed, &answer);
         let tally = &mut self.result.tally;
         match answer {
             Ok(resolved) => {
@@ -384,6 +485,7 @@ impl<R: DataPlane> Client<'_, R> {
             })
             .await;
         let elapsed = started.elapsed();
+        self.note(Operation::Settle, elapsed, &answer);
         let tally = &mut self.result.tally;
         let tracked = &mut self.result.tracked[i];
         match answer {
@@ -419,6 +521,7 @@ impl<R: DataPlane> Client<'_, R> {
         let started = Instant::now();
         let answer = self.shared.registry.replica_heartbeat(params).await;
         let elapsed = started.elapsed();
+        self.note(Operation::Heartbeat, elapsed, &answer);
         let tally = &mut self.result.tally;
         match answer {
             Ok(outcome) => {
@@ -437,6 +540,7 @@ impl<R: DataPlane> Client<'_, R> {
         let started = Instant::now();
         let answer = self.shared.registry.catalog_page(query).await;
         let elapsed = started.elapsed();
+        self.note(Operation::CatalogPage, elapsed, &answer);
         let tally = &mut self.result.tally;
         match answer {
             Ok(page) => {
