@@ -96,9 +96,9 @@ async fn rows_with_prefix(control_url: &str, prefix: &str) -> i64 {
     total
 }
 
-/// A small contract: the smoke fleet, 600 operations.
+/// A small contract: the smoke fleet, 600 operations, pgbench for 1 s.
 fn small_contract() -> std::path::PathBuf {
-    let text = smoke_text().replacen("operations = 2000", "operations = 600", 1);
+    let text = smoke_text().replacen("operations = 2000", "operations = 600\npgbench_secs = 1", 1);
     contract_file("operator", &text)
 }
 
@@ -125,6 +125,13 @@ fn an_fsync_on_server_with_two_plain_roles_qualifies_and_keeps_nothing() {
             data_password: Some(PASSWORD.into()),
         };
         create_roles(&admin_db, &roles).await.expect("create_roles");
+        // A scratch database where pgbench may create its tables.
+        sqlx::query(&format!(
+            "CREATE DATABASE {DATABASE}_pgbench OWNER {CONTROL}"
+        ))
+        .execute(&mut admin)
+        .await
+        .expect("create the pgbench database");
         let plain: Vec<(String, bool, bool, bool)> = sqlx::query_as(
             "SELECT rolname::text, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles \
              WHERE rolname IN ($1, $2) ORDER BY rolname",
@@ -157,8 +164,13 @@ fn an_fsync_on_server_with_two_plain_roles_qualifies_and_keeps_nothing() {
     assert!(refused.stderr.contains("--migrate"), "{}", refused.said());
 
     // --migrate: the control role installs the schema, then the run.
+    let pgbench_url = format!(
+        "postgres://{CONTROL}:{PASSWORD}@{}:{}/{DATABASE}_pgbench",
+        cluster.host(),
+        cluster.port()
+    );
     let mut migrate = urls.to_vec();
-    migrate.push("--migrate");
+    migrate.extend(["--migrate", "--pgbench-url", pgbench_url.as_str()]);
     let first = qualify(&env, &migrate);
     assert_eq!(first.code, 0, "{}", first.said());
     let report = first.report.as_ref().expect("a report");
@@ -169,6 +181,14 @@ fn an_fsync_on_server_with_two_plain_roles_qualifies_and_keeps_nothing() {
     assert_eq!(server["control_role"], CONTROL, "{server}");
     assert_eq!(server["data_role"], DATA, "{server}");
     assert!(first.stdout.contains("fsync=on"), "{}", first.said());
+    let pgbench = &report["pgbench"];
+    assert!(pgbench["skipped"].is_null(), "{pgbench}");
+    assert!(pgbench["tpcb_tps"].as_f64().unwrap() > 0.0, "{pgbench}");
+    assert!(
+        pgbench["select_only_tps"].as_f64().unwrap() > 0.0,
+        "{pgbench}"
+    );
+    assert!(pgbench["scale"].as_u64().unwrap() >= report["load"]["clients"].as_u64().unwrap());
     let prefix = report["run"]["prefix"]
         .as_str()
         .expect("a prefix")
@@ -219,7 +239,9 @@ fn an_fsync_on_server_with_two_plain_roles_qualifies_and_keeps_nothing() {
     assert!(foreign.iter().any(|(_, n)| *n > 0));
 
     // Without --migrate on a migrated database: runs, and removes only its own.
-    let second = qualify(&env, &urls);
+    let mut second_args = urls.to_vec();
+    second_args.push("--no-pgbench");
+    let second = qualify(&env, &second_args);
     assert_eq!(second.code, 0, "{}", second.said());
     let report = second.report.as_ref().expect("a report");
     let prefix2 = report["run"]["prefix"].as_str().unwrap().to_string();

@@ -69,6 +69,18 @@ pub struct Cli {
     /// started with fsync=on, instead of the shared test server.
     #[arg(long)]
     pub durable: bool,
+    /// With the URLs: a database on the same server where pgbench may
+    /// create (and afterwards drops) its TPC-B tables.
+    #[arg(
+        long,
+        env = "CONNREG_PGBENCH_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub pgbench_url: Option<String>,
+    /// Do not run pgbench beside a PostgreSQL run.
+    #[arg(long)]
+    pub no_pgbench: bool,
 }
 
 /// The backend and target the arguments name, or why they do not fit.
@@ -92,6 +104,7 @@ fn target(cli: &Cli, contract_backend: BackendKind) -> Result<(BackendKind, PgTa
                     control_url: control_url.clone(),
                     data_url: data_url.clone(),
                     migrate: cli.migrate,
+                    pgbench_url: cli.pgbench_url.clone(),
                 },
             ))
         }
@@ -161,6 +174,7 @@ pub fn main() -> ExitCode {
         file: file.clone(),
         contract_sha256,
         progress: ProgressMode::for_stderr(),
+        pgbench: !cli.no_pgbench,
         ..RunOptions::new(backend, &file)
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -22,8 +22,9 @@ use super::limits::{
     ACTIONS_MAX, BINDINGS_MAX, BINDINGS_PER_TENANT_CAPABILITY_MAX, CAPABILITIES_MAX, CLIENTS_MAX,
     CONTRACT_BYTES_MAX, DESCRIPTION_BYTES_MAX, DURATION_MS_MAX, DURATION_MS_MIN, INSTANCES_MAX,
     INSTANCES_PER_TENANT_MAX, MIX_WEIGHT_MAX, NAME_BYTES_MAX, OPERATIONS_MAX,
-    OUTSTANDING_PER_CLIENT_MAX, REGIONS_MAX, REPLICAS_MAX, REPLICAS_PER_INSTANCE_MAX, TENANTS_MAX,
-    TRIALS_MAX, WARMUP_MS_DEFAULT, WARMUP_MS_MAX, ZONES_PER_REGION_MAX,
+    OUTSTANDING_PER_CLIENT_MAX, PGBENCH_SECS_DEFAULT, PGBENCH_SECS_MAX, REGIONS_MAX, REPLICAS_MAX,
+    REPLICAS_PER_INSTANCE_MAX, TENANTS_MAX, TRIALS_MAX, WARMUP_MS_DEFAULT, WARMUP_MS_MAX,
+    ZONES_PER_REGION_MAX,
 };
 
 /// Which registry backend a run uses.
@@ -150,6 +151,10 @@ pub struct Load {
     /// Measured runs of the contract on one fleet, one after another;
     /// each threshold must hold in every one. Default 1.
     pub trials: Option<u32>,
+    /// On PostgreSQL: seconds of each pgbench script beside the run.
+    /// Default: the duration (at most [`PGBENCH_SECS_MAX`]), or
+    /// [`PGBENCH_SECS_DEFAULT`] for a run by operation count.
+    pub pgbench_secs: Option<u64>,
 }
 
 fn default_outstanding() -> u32 {
@@ -185,6 +190,14 @@ impl Load {
         self.warmup_ms.unwrap_or(match self.length() {
             RunLength::DurationMs(_) => WARMUP_MS_DEFAULT,
             RunLength::Operations(_) => 0,
+        })
+    }
+
+    /// Seconds of each pgbench script beside the run.
+    pub fn pgbench_secs(&self) -> u64 {
+        self.pgbench_secs.unwrap_or(match self.length() {
+            RunLength::DurationMs(ms) => ms.div_ceil(1000).clamp(1, PGBENCH_SECS_MAX),
+            RunLength::Operations(_) => PGBENCH_SECS_DEFAULT,
         })
     }
 
@@ -574,6 +587,15 @@ impl Contract {
         )?;
         if let Some(n) = l.actions_max {
             check_range("load.actions_max", n, 1, ACTIONS_MAX, "ACTIONS_MAX")?;
+        }
+        if let Some(secs) = l.pgbench_secs {
+            check_range(
+                "load.pgbench_secs",
+                secs,
+                1,
+                PGBENCH_SECS_MAX,
+                "PGBENCH_SECS_MAX",
+            )?;
         }
         if let Some(ms) = l.warmup_ms {
             check_range("load.warmup_ms", ms, 0, WARMUP_MS_MAX, "WARMUP_MS_MAX")?;

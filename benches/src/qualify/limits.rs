@@ -128,6 +128,14 @@ pub const WARMUP_MS_MAX: u64 = 600_000;
 /// fleet, and they share the run's budget of new actions.
 pub const TRIALS_MAX: u32 = 20;
 
+/// pgbench's time per script when a run by operation count names none,
+/// in seconds.
+pub const PGBENCH_SECS_DEFAULT: u64 = 5;
+
+/// Longest pgbench script beside a run, in seconds; a run by duration
+/// gives pgbench its duration up to this.
+pub const PGBENCH_SECS_MAX: u64 = 600;
+
 /// Largest latency the histograms hold, in microseconds (one minute);
 /// slower calls are recorded at this value.
 pub const LATENCY_US_MAX: u64 = 60 * 1_000_000;

@@ -18,6 +18,7 @@
 //! - [`run`]: one qualification, start to end, on either backend.
 //! - [`server`]: the PostgreSQL server a run qualifies (an operator's, or
 //!   a throwaway one) and what the report says about it.
+//! - [`beside`]: pgbench TPC-B and select-only beside a PostgreSQL run.
 //! - [`cleanup`]: removing a run's rows, and only those, at the end.
 //! - [`provenance`]: time, build, machine and contract of a report.
 //! - [`trial`]: one trial: warm-up, measured run, timeline, progress.
@@ -26,6 +27,7 @@
 //! - [`error`]: errors without a verdict, and the exit codes.
 //! - [`cli`]: the `connreg-qualify` command line.
 
+pub mod beside;
 pub mod check;
 pub mod cleanup;
 pub mod cli;

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::beside::PgbenchFacts;
 use super::check::Checked;
 use super::cleanup::CleanupFacts;
 use super::contract::{BackendKind, Thresholds};
@@ -72,6 +73,8 @@ pub struct Report {
     pub invariants: InvariantFacts,
     /// Every threshold, in contract order, then the invariant threshold.
     pub thresholds: Vec<ThresholdResult>,
+    /// On PostgreSQL: pgbench beside the run, on the same server.
+    pub pgbench: Option<PgbenchFacts>,
     /// On PostgreSQL: the removal of the run's rows.
     pub cleanup: Option<CleanupFacts>,
     /// Pass when every threshold passes.
@@ -692,6 +695,30 @@ impl Report {
                 },
                 number(t.limit),
             );
+        }
+        if let Some(p) = &self.pgbench {
+            match (&p.skipped, p.tpcb_tps, p.select_only_tps) {
+                (None, Some(tpcb), Some(select_only)) => {
+                    let _ = writeln!(
+                        s,
+                        "pgbench:    TPC-B scale {} {} tps (resolves/s ratio {:.2}), select-only {} tps (ratio {:.3}); {} clients, {} s each",
+                        p.scale,
+                        number(tpcb),
+                        p.tpcb_ratio.unwrap_or(0.0),
+                        number(select_only),
+                        p.select_only_ratio.unwrap_or(0.0),
+                        p.clients,
+                        p.secs
+                    );
+                }
+                (reason, _, _) => {
+                    let _ = writeln!(
+                        s,
+                        "pgbench:    skipped: {}",
+                        reason.as_deref().unwrap_or("no figures")
+                    );
+                }
+            }
         }
         if let Some(c) = &self.cleanup {
             let _ = writeln!(

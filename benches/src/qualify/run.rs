@@ -13,6 +13,7 @@ use std::time::Instant;
 use connreg::contracts::Registry;
 use connreg::{CatalogQuery, Inspect, ManualClock, MemoryRegistry, Reader, Timestamp};
 
+use super::beside::{self, PgbenchFacts};
 use super::check::{Violations, check_store};
 use super::cleanup::{self, CleanupFacts};
 use super::contract::{BackendKind, Contract, RunLength};
@@ -54,6 +55,8 @@ pub struct RunOptions {
     pub interrupted: Arc<AtomicBool>,
     /// How progress is shown while a trial measures.
     pub progress: ProgressMode,
+    /// On PostgreSQL: run pgbench beside the registry after the trials.
+    pub pgbench: bool,
 }
 
 impl RunOptions {
@@ -68,6 +71,7 @@ impl RunOptions {
             prefix: provenance::run_prefix(),
             interrupted: Arc::new(AtomicBool::new(false)),
             progress: ProgressMode::Silent,
+            pgbench: true,
         }
     }
 }
@@ -123,8 +127,41 @@ pub async fn qualify(
                 data_connections: Some(opened.facts.data_connections),
                 server: Some(opened.facts.clone()),
             };
-            let result = run_on(opened.registry.clone(), facts, contract, options, progress).await;
+            let mut result =
+                run_on(opened.registry.clone(), facts, contract, options, progress).await;
             opened.registry.close().await;
+            if let Ok(report) = &mut result {
+                let resolves = report
+                    .spread
+                    .get("resolves_per_s")
+                    .map_or(0.0, |s| s.median);
+                report.pgbench = Some(if !options.pgbench {
+                    PgbenchFacts::skipped("--no-pgbench", resolves)
+                } else if options.interrupted.load(Ordering::Relaxed) {
+                    PgbenchFacts::skipped("the run was interrupted", resolves)
+                } else {
+                    match &opened.pgbench {
+                        Err(reason) => PgbenchFacts::skipped(reason.clone(), resolves),
+                        Ok(pgbench) => {
+                            let pgbench = pgbench.clone();
+                            let clients = contract.load.clients.min(opened.facts.data_connections);
+                            let secs = contract.load.pgbench_secs();
+                            progress(&format!(
+                                "pgbench beside the run: TPC-B scale {clients} and select-only, \
+                                 {clients} clients, {secs} s each"
+                            ));
+                            tokio::task::spawn_blocking(move || {
+                                beside::run(&pgbench, clients, secs, resolves)
+                            })
+                            .await
+                            .unwrap_or_else(|e| {
+                                PgbenchFacts::skipped(format!("pgbench task failed: {e}"), resolves)
+                            })
+                        }
+                    }
+                });
+            }
+            drop(opened.pgbench_guard);
             // Removes the run's rows whatever happened, even after a
             // failed setup.
             progress(&format!("removing the rows of run {}", options.prefix));
@@ -363,6 +400,7 @@ where
             details: violations.details().to_vec(),
         },
         thresholds,
+        pgbench: None,
         cleanup: None,
         verdict,
     })

@@ -21,11 +21,12 @@ use connreg::postgres::{
     PgConnectOptions, PgOptions, PgRegistry, PoolOptions, Roles, SCHEMA_VERSION, create_roles,
 };
 use connreg::{ManualClock, RegistryConfig};
-use connreg_pgtest::{LocalCluster, LocalOptions};
+use connreg_pgtest::{LocalCluster, LocalOptions, TestDatabase};
 use serde::{Deserialize, Serialize};
 use sqlx::{Connection, PgConnection};
 
 use super::limits::{PG_CONTROL_CONNECTIONS, PG_DATA_CONNECTIONS_MAX};
+use crate::resolve_bench::pgbench::Pgbench;
 
 /// The server settings every PostgreSQL report records, in report order.
 pub const REPORTED_SETTINGS: [&str; 6] = [
@@ -54,6 +55,9 @@ pub enum PgTarget {
         data_url: String,
         /// Migrate the schema with the control role if it is behind.
         migrate: bool,
+        /// A database on the same server where pgbench may create its
+        /// tables (`--pgbench-url`); without it pgbench is skipped.
+        pgbench_url: Option<String>,
     },
     /// A fresh database that goes away with the run.
     Throwaway {
@@ -135,6 +139,10 @@ pub struct Opened {
     pub data: PgConnectOptions,
     /// What the report says.
     pub facts: ServerFacts,
+    /// pgbench on the same server, or why there is none.
+    pub pgbench: Result<Pgbench, String>,
+    /// Keeps pgbench's throwaway database alive.
+    pub pgbench_guard: Option<TestDatabase>,
 }
 
 /// Why a target could not be opened.
@@ -166,6 +174,7 @@ pub async fn open(
             control_url,
             data_url,
             migrate,
+            pgbench_url,
         } => {
             let mut options = PgOptions::from_urls(control_url, data_url)
                 .map_err(|e| OpenError::Options(format!("--control-url/--data-url: {e}")))?;
@@ -206,12 +215,32 @@ pub async fn open(
                 data_connections,
             )
             .await;
+            let pgbench = match pgbench_url {
+                None => Err(
+                    "no --pgbench-url: pgbench needs a database on the same server \
+                             where it may create its tables"
+                        .to_string(),
+                ),
+                Some(url) => PgConnectOptions::from_str(url)
+                    .map(|o| {
+                        Pgbench::new(
+                            o.get_host(),
+                            o.get_port(),
+                            o.get_username(),
+                            super::beside::url_password(url).as_deref(),
+                            o.get_database().unwrap_or(""),
+                        )
+                    })
+                    .map_err(|e| format!("--pgbench-url: {e}")),
+            };
             match facts {
                 Ok(facts) => Ok(Opened {
                     registry,
                     control,
                     data,
                     facts,
+                    pgbench,
+                    pgbench_guard: None,
                 }),
                 Err(e) => {
                     registry.close().await;
@@ -246,11 +275,17 @@ pub async fn open(
                 data_connections,
             )
             .await?;
+            let (pgbench, pgbench_guard) = match TestDatabase::create().await {
+                Ok(db) => (Pgbench::for_database(&db), Some(db)),
+                Err(e) => (Err(format!("no database for pgbench: {e}")), None),
+            };
             Ok(Opened {
                 registry,
                 control,
                 data,
                 facts,
+                pgbench,
+                pgbench_guard,
             })
         }
         PgTarget::Throwaway { durable: true } => {
@@ -270,6 +305,19 @@ pub async fn open(
                 .execute(&mut admin)
                 .await
                 .map_err(|e| unavailable("create the database")(e.to_string()))?;
+            let pgbench = match sqlx::query(&format!("CREATE DATABASE {DURABLE_DATABASE}_pgbench"))
+                .execute(&mut admin)
+                .await
+            {
+                Ok(_) => Ok(Pgbench::new(
+                    cluster.host(),
+                    cluster.port(),
+                    cluster.superuser(),
+                    None,
+                    &format!("{DURABLE_DATABASE}_pgbench"),
+                )),
+                Err(e) => Err(format!("no database for pgbench: {e}")),
+            };
             let _ = admin.close().await;
             let admin_db = PgConnectOptions::from_str(&cluster.database_url(DURABLE_DATABASE))
                 .map_err(|e| unavailable("the cluster's URL")(e.to_string()))?;
@@ -306,6 +354,8 @@ pub async fn open(
                 control,
                 data,
                 facts,
+                pgbench,
+                pgbench_guard: None,
             })
         }
     }

@@ -32,6 +32,34 @@ impl Pgbench {
         })
     }
 
+    /// pgbench (from the server binaries connreg-pgtest finds, else from
+    /// `PATH`) for `database` on `host:port` as `user`.
+    pub fn new(
+        host: &str,
+        port: u16,
+        user: &str,
+        password: Option<&str>,
+        database: &str,
+    ) -> Pgbench {
+        let program = connreg_pgtest::bindir()
+            .map(|dir| dir.join("pgbench"))
+            .filter(|p| p.exists())
+            .unwrap_or_else(|| PathBuf::from("pgbench"));
+        Pgbench {
+            program,
+            host: host.to_owned(),
+            port,
+            user: user.to_owned(),
+            password: password.map(str::to_owned),
+            database: database.to_owned(),
+        }
+    }
+
+    /// The database it runs against.
+    pub fn database(&self) -> &str {
+        &self.database
+    }
+
     fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command
@@ -65,8 +93,31 @@ impl Pgbench {
     /// `pgbench -c clients -j clients -T secs`: the built-in TPC-B; its
     /// transactions per second without connection time.
     pub fn run(&self, clients: u32, secs: u64) -> Result<f64, String> {
+        self.run_script(clients, secs, &[])
+    }
+
+    /// `pgbench -S …`: the built-in select-only script; its transactions
+    /// per second without connection time.
+    pub fn run_select_only(&self, clients: u32, secs: u64) -> Result<f64, String> {
+        self.run_script(clients, secs, &["-S"])
+    }
+
+    /// `pgbench -i -I d`: drops the TPC-B tables.
+    pub fn drop_tables(&self) -> Result<(), String> {
         let output = self
             .command()
+            .args(["-i", "-I", "d"])
+            .arg(&self.database)
+            .output()
+            .map_err(|e| format!("could not run pgbench: {e}"))?;
+        check(&output, "pgbench -i -I d")?;
+        Ok(())
+    }
+
+    fn run_script(&self, clients: u32, secs: u64, script: &[&str]) -> Result<f64, String> {
+        let output = self
+            .command()
+            .args(script)
             .args(["-c", &clients.to_string(), "-j", &clients.to_string()])
             .args(["-T", &secs.to_string()])
             .arg(&self.database)
