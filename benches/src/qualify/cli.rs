@@ -41,6 +41,10 @@ pub struct Cli {
     /// Write the JSON report here.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Write the report directory here: report.json, report.md and SVG
+    /// plots (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// Only check the contract; run nothing.
     #[arg(long)]
     pub check: bool,
@@ -161,6 +165,15 @@ pub fn main() -> ExitCode {
             }
         },
     };
+    // The report directory too: found unusable before the run.
+    if let Some(dir) = &cli.out
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return fail(&QualifyError::ReportFile {
+            file: dir.display().to_string(),
+            reason: e.to_string(),
+        });
+    }
     let (backend, target) = match target(&cli, contract.backend) {
         Ok(t) => t,
         Err(reason) => return fail(&QualifyError::Options { reason }),
@@ -226,6 +239,19 @@ pub fn main() -> ExitCode {
                 path.display()
             );
             return ExitCode::from(EXIT_RUN_ERROR);
+        }
+    }
+    if let Some(dir) = &cli.out {
+        match super::output::write_dir(dir, &report) {
+            Ok(files) => eprintln!(
+                "connreg-qualify: wrote {} files to {}",
+                files.len(),
+                dir.display()
+            ),
+            Err(reason) => {
+                eprintln!("connreg-qualify: error: cannot write the report directory: {reason}");
+                return ExitCode::from(EXIT_RUN_ERROR);
+            }
         }
     }
     ExitCode::from(match report.verdict {

@@ -23,6 +23,8 @@
 //! - [`provenance`]: time, build, machine and contract of a report.
 //! - [`trial`]: one trial: warm-up, measured run, timeline, progress.
 //! - [`timeline`]: figures over time, per interval.
+//! - [`output`]: the report directory: JSON, Markdown, plots.
+//! - [`plot`]: SVG plots of the timelines.
 //! - [`progress`]: the progress bar or lines while a trial measures.
 //! - [`error`]: errors without a verdict, and the exit codes.
 //! - [`cli`]: the `connreg-qualify` command line.
@@ -35,6 +37,8 @@ pub mod contract;
 pub mod error;
 pub mod fleet;
 pub mod limits;
+pub mod output;
+pub mod plot;
 pub mod progress;
 pub mod provenance;
 pub mod report;
