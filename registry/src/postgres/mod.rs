@@ -68,6 +68,9 @@
 //!   EXECUTE on them and SELECT on the schema version, nothing else. The
 //!   catalog lock becomes a table lock on `connreg.catalog_lock`, which no
 //!   role without a privilege on it can take.
+//! - `0009_replace_protocol_functions`: the same data-plane functions with
+//!   their argument checks and lock keys inline (no helper function calls
+//!   on the hot path).
 //!
 //! No column holds a credential or secret value, only references and
 //! revisions (REC-7).
