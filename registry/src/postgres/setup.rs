@@ -331,12 +331,22 @@ pub(crate) async fn install(
     }
     // Functions the control role creates from now on (later migrations
     // included) are nobody's to run until a grant says so (AUTH-6).
-    sqlx::query("ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC")
-        .execute(control)
-        .await
-        .map_err(|e| StartError::Setup {
-            reason: format!("revoke PUBLIC's default EXECUTE: {}", super::error::db(e)),
-        })?;
+    // Under the setup lock: two control planes starting at once would
+    // otherwise race on the same catalog row ("tuple concurrently updated").
+    let defaults = async {
+        let mut tx = control.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1, 0)")
+            .bind(super::locks::LOCK_CLASS_SETUP)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC")
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
+    };
+    defaults.await.map_err(|e| StartError::Setup {
+        reason: format!("revoke PUBLIC's default EXECUTE: {}", super::error::db(e)),
+    })?;
     MIGRATOR
         .run(control)
         .await
