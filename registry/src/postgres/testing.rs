@@ -2,12 +2,13 @@
 //! simulator (feature `postgres-testing`).
 //!
 //! [`TestRegistry::open`] asks `connreg-pgtest` for a new, empty database
-//! (which finds or starts a server: see that crate's README), creates two
-//! roles named after the database (`<database>_control`, `<database>_data`)
-//! with [`create_roles`], and connects a [`PgRegistry`] through them, so
+//! (which finds or starts a server: see that crate's README), creates the
+//! roles named after the database (`<database>_control`, `<database>_data`,
+//! and the protocol owner `<database>_control_protocol`) with
+//! [`create_roles`], and connects a [`PgRegistry`] through them, so
 //! every PostgreSQL test exercises the two-role split (AUTH-1, AUTH-2). The
 //! database goes away when the last clone of the registry drops; on a server
-//! named by URL, which outlives the process, the two roles are dropped too.
+//! named by URL, which outlives the process, its roles are dropped too.
 //!
 //! Pools are smaller than the production defaults
 //! ([`TEST_DATA_CONNECTIONS_MAX`], [`TEST_CONTROL_CONNECTIONS_MAX`]) so that
@@ -74,7 +75,11 @@ impl TestRegistry {
         let guard = DatabaseGuard {
             database: Some(database),
             admin: admin.clone(),
-            roles: [roles.control.clone(), roles.data.clone()],
+            roles: [
+                roles.control.clone(),
+                roles.data.clone(),
+                roles.protocol_owner(),
+            ],
         };
         create_roles(&admin, &roles).await?;
         Ok(TestRegistry {
@@ -134,7 +139,7 @@ impl TestRegistry {
 struct DatabaseGuard {
     database: Option<TestDatabase>,
     admin: PgConnectOptions,
-    roles: [String; 2],
+    roles: [String; 3],
 }
 
 impl Drop for DatabaseGuard {
