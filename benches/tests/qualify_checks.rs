@@ -177,3 +177,30 @@ async fn a_moved_revision_is_a_violation() {
     s.snapshot.revision.0 += 1;
     assert_eq!(count(&check(&s), ViolationKind::RevisionMoved), 1);
 }
+
+#[tokio::test]
+async fn a_fence_on_two_routes_is_a_violation() {
+    // spec: SIM-6, ROUTE-7
+    let mut s = store().await;
+    let fence = s.snapshot.routes[1].assignment.reservation.fence;
+    s.snapshot.routes[2].assignment.reservation.fence = fence;
+    let v = check(&s);
+    assert_eq!(
+        count(&v, ViolationKind::FenceReused),
+        1,
+        "{:?}",
+        v.details()
+    );
+}
+
+#[tokio::test]
+async fn routes_of_another_prefix_are_counted_as_foreign_not_unasked() {
+    // spec: SIM-6
+    let s = store().await;
+    let mut v = Violations::default();
+    // The store's actions are `a0`..`a2`; with prefix `q-` none is the run's,
+    // and the run resolved nothing: they are another fleet's routes.
+    let checked = check_store(&s.snapshot, &s.status, s.revision, "q-", &[], &mut v);
+    assert_eq!(checked.foreign_routes, 3);
+    assert_eq!(v.total(), 0, "{:?}", v.details());
+}

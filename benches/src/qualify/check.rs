@@ -8,7 +8,7 @@
 //!   at most its capacity (ROUTE-7, SETTLE-3);
 //! - every admission scope's `in_use` equals the live reservations that
 //!   hold it, and is at most its limit (REC-8);
-//! - one route per action;
+//! - one route per action, and no fence token on two routes;
 //!
 //! and over the run's own routes (those whose action starts with the run
 //! prefix): each exactly the assignment its client was given, reserved or
@@ -61,6 +61,8 @@ pub enum ViolationKind {
     SettleNotReleased,
     /// A tenant's catalog page missed capabilities it holds bindings for.
     CatalogIncomplete,
+    /// Two routes carry one fence token.
+    FenceReused,
 }
 
 impl ViolationKind {
@@ -82,13 +84,14 @@ impl ViolationKind {
             ViolationKind::DuplicateResolveChanged => "duplicate_resolve_changed",
             ViolationKind::SettleNotReleased => "settle_not_released",
             ViolationKind::CatalogIncomplete => "catalog_incomplete",
+            ViolationKind::FenceReused => "fence_reused",
         }
     }
 }
 
 /// Violations: every one counted, the first [`VIOLATION_DETAILS_MAX`]
 /// described.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Violations {
     counts: BTreeMap<ViolationKind, u64>,
     details: Vec<String>,
@@ -132,7 +135,7 @@ impl Violations {
 }
 
 /// What a client knows of one action it resolved as new.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Expect {
     /// It holds this assignment's reservation.
     Reserved(RouteAssignment),
@@ -145,7 +148,7 @@ pub enum Expect {
 }
 
 /// One action a client resolved as new, and what it expects of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tracked {
     /// The action.
     pub action: ActionId,
@@ -185,7 +188,15 @@ pub fn check_store(
     let mut on_replica: BTreeMap<&ReplicaId, u64> = BTreeMap::new();
     let mut on_scope: BTreeMap<&ScopeId, u64> = BTreeMap::new();
     let mut live = 0u64;
+    let mut fences: BTreeMap<u64, &ActionId> = BTreeMap::new();
     for route in &snapshot.routes {
+        let fence = route.assignment.reservation.fence.0;
+        if let Some(other) = fences.insert(fence, &route.assignment.identity.action) {
+            let action = &route.assignment.identity.action;
+            violations.add(ViolationKind::FenceReused, || {
+                format!("actions {other} and {action} both hold fence {fence}")
+            });
+        }
         let action = &route.assignment.identity.action;
         if by_action.insert(action, route).is_some() {
             violations.add(ViolationKind::OneRoutePerAction, || {

@@ -30,11 +30,14 @@ use super::server::PgTarget;
 /// server as deployed, creating nothing but its own rows, which it removes
 /// at the end.
 #[derive(Debug, Parser)]
-#[command(name = "connreg-qualify", version)]
+#[command(name = "connreg-qualify", version, subcommand_negates_reqs = true)]
 pub struct Cli {
+    /// A worker process of a multi-process run (started by the driver).
+    #[command(subcommand)]
+    pub command: Option<Sub>,
     /// The environment contract, such as benches/environments/smoke.toml.
-    #[arg(long, value_name = "FILE")]
-    pub env: PathBuf,
+    #[arg(long, value_name = "FILE", required = true)]
+    pub env: Option<PathBuf>,
     /// Run on this backend instead of the contract's.
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
@@ -85,6 +88,19 @@ pub struct Cli {
     /// Do not run pgbench beside a PostgreSQL run.
     #[arg(long)]
     pub no_pgbench: bool,
+    /// Registry processes (PostgreSQL only), each this binary's `worker`
+    /// with its own pools and the contract's clients; overrides the
+    /// contract's `processes`.
+    #[arg(long, value_name = "N")]
+    pub processes: Option<u32>,
+}
+
+/// Subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Sub {
+    /// One registry process of a multi-process run: connects its own data
+    /// plane, says `ready`, runs one trial on `go`, writes its figures.
+    Worker(super::multi::WorkerArgs),
 }
 
 /// The backend and target the arguments name, or why they do not fit.
@@ -142,8 +158,16 @@ fn fail(e: &QualifyError) -> ExitCode {
 /// The whole command: parse, run, report, exit.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let file = cli.env.display().to_string();
-    let contract = match Contract::load(&cli.env) {
+    if let Some(Sub::Worker(args)) = &cli.command {
+        return super::multi::worker_main(args);
+    }
+    let Some(env) = cli.env.clone() else {
+        return fail(&QualifyError::Options {
+            reason: "--env FILE is required".into(),
+        });
+    };
+    let file = env.display().to_string();
+    let contract = match Contract::load(&env) {
         Ok(c) => c,
         Err(e) => return fail(&QualifyError::Contract(e)),
     };
@@ -178,7 +202,23 @@ pub fn main() -> ExitCode {
         Ok(t) => t,
         Err(reason) => return fail(&QualifyError::Options { reason }),
     };
-    let contract_sha256 = std::fs::read(&cli.env)
+    let processes = cli.processes.unwrap_or(contract.load.processes());
+    if processes == 0 || processes > super::limits::PROCESSES_MAX {
+        return fail(&QualifyError::Options {
+            reason: format!(
+                "--processes {processes} must be 1 to {} (PROCESSES_MAX)",
+                super::limits::PROCESSES_MAX
+            ),
+        });
+    }
+    if processes > 1 && backend == BackendKind::Memory {
+        return fail(&QualifyError::Options {
+            reason: "many processes share a PostgreSQL database; the memory backend lives in one \
+                     process (use --backend postgres)"
+                .into(),
+        });
+    }
+    let contract_sha256 = std::fs::read(&env)
         .map(|bytes| provenance::sha256_hex(&bytes[..bytes.len().min(CONTRACT_BYTES_MAX)]))
         .unwrap_or_default();
     let options = RunOptions {
@@ -188,6 +228,8 @@ pub fn main() -> ExitCode {
         contract_sha256,
         progress: ProgressMode::for_stderr(),
         pgbench: !cli.no_pgbench,
+        processes,
+        contract_path: env.clone(),
         ..RunOptions::new(backend, &file)
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -22,9 +22,9 @@ use super::limits::{
     ACTIONS_MAX, BINDINGS_MAX, BINDINGS_PER_TENANT_CAPABILITY_MAX, CAPABILITIES_MAX, CLIENTS_MAX,
     CONTRACT_BYTES_MAX, DESCRIPTION_BYTES_MAX, DURATION_MS_MAX, DURATION_MS_MIN, INSTANCES_MAX,
     INSTANCES_PER_TENANT_MAX, MIX_WEIGHT_MAX, NAME_BYTES_MAX, OPERATIONS_MAX,
-    OUTSTANDING_PER_CLIENT_MAX, PGBENCH_SECS_DEFAULT, PGBENCH_SECS_MAX, REGIONS_MAX, REPLICAS_MAX,
-    REPLICAS_PER_INSTANCE_MAX, TENANTS_MAX, TRIALS_MAX, WARMUP_MS_DEFAULT, WARMUP_MS_MAX,
-    ZONES_PER_REGION_MAX,
+    OUTSTANDING_PER_CLIENT_MAX, PGBENCH_SECS_DEFAULT, PGBENCH_SECS_MAX, PROCESSES_MAX, REGIONS_MAX,
+    REPLICAS_MAX, REPLICAS_PER_INSTANCE_MAX, TENANTS_MAX, TRIALS_MAX, WARMUP_MS_DEFAULT,
+    WARMUP_MS_MAX, ZONES_PER_REGION_MAX,
 };
 
 /// Which registry backend a run uses.
@@ -151,6 +151,9 @@ pub struct Load {
     /// Measured runs of the contract on one fleet, one after another;
     /// each threshold must hold in every one. Default 1.
     pub trials: Option<u32>,
+    /// On PostgreSQL: registry processes, each running `clients` clients
+    /// with a pool of its own (`--processes` overrides). Default 1.
+    pub processes: Option<u32>,
     /// On PostgreSQL: seconds of each pgbench script beside the run.
     /// Default: the duration (at most [`PGBENCH_SECS_MAX`]), or
     /// [`PGBENCH_SECS_DEFAULT`] for a run by operation count.
@@ -168,6 +171,17 @@ pub enum RunLength {
     DurationMs(u64),
     /// After this many operations.
     Operations(u64),
+}
+
+impl Contract {
+    /// The run's budget of new actions: the contract's `actions_max` (or
+    /// [`ACTIONS_MAX`]), and no more than what a full inspection has room
+    /// for beside the fleet's replicas and scopes.
+    pub fn actions_budget(&self) -> u64 {
+        let room = (connreg::inspect::INSPECT_ROWS_MAX as u64)
+            .saturating_sub(self.fleet.replicas() + self.fleet.scopes());
+        self.load.actions_budget().min(room)
+    }
 }
 
 impl Load {
@@ -199,6 +213,11 @@ impl Load {
             RunLength::DurationMs(ms) => ms.div_ceil(1000).clamp(1, PGBENCH_SECS_MAX),
             RunLength::Operations(_) => PGBENCH_SECS_DEFAULT,
         })
+    }
+
+    /// Registry processes, at least 1.
+    pub fn processes(&self) -> u32 {
+        self.processes.unwrap_or(1).max(1)
     }
 
     /// Trials, at least 1.
@@ -587,6 +606,9 @@ impl Contract {
         )?;
         if let Some(n) = l.actions_max {
             check_range("load.actions_max", n, 1, ACTIONS_MAX, "ACTIONS_MAX")?;
+        }
+        if let Some(n) = l.processes {
+            check_range("load.processes", n, 1, PROCESSES_MAX, "PROCESSES_MAX")?;
         }
         if let Some(secs) = l.pgbench_secs {
             check_range(

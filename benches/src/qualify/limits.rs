@@ -43,9 +43,9 @@ pub const INSTANCES_MAX: u64 = 10_000;
 /// Most replicas per instance: the registry's own bound.
 pub const REPLICAS_PER_INSTANCE_MAX: u32 = INSTANCE_REPLICAS_MAX as u32;
 
-/// Most replicas in one fleet. Five times the operator contract's 10,000,
-/// and small enough that a full inspection still has room for routes.
-pub const REPLICAS_MAX: u64 = 50_000;
+/// Most replicas in one fleet: `fleet-100k`'s 100,000, and small enough
+/// that a full inspection still has room for 80,000 routes.
+pub const REPLICAS_MAX: u64 = 100_000;
 
 /// Most admission scopes in one fleet: one per tenant and one per binding.
 pub const SCOPES_MAX: u64 = TENANTS_MAX as u64 + BINDINGS_MAX;
@@ -69,11 +69,16 @@ pub const DURATION_MS_MAX: u64 = 60 * 60 * 1000;
 /// Most operations in a run by operation count.
 pub const OPERATIONS_MAX: u64 = 100_000_000;
 
+/// Replicas up to which a fleet leaves a run the whole [`ACTIONS_MAX`].
+pub const REPLICAS_FULL_BUDGET_MAX: u64 = 50_000;
+
 /// Most new actions (routes) one run creates. Routes are never deleted
 /// (REC-6), and the final check reads the whole store in one inspection
 /// of at most `INSPECT_ROWS_MAX` rows: replicas, scopes and routes must
-/// all fit. A run that reaches it stops early and says so.
-pub const ACTIONS_MAX: u64 = INSPECT_ROWS_MAX as u64 - REPLICAS_MAX - SCOPES_MAX;
+/// all fit. A fleet above [`REPLICAS_FULL_BUDGET_MAX`] replicas gets what
+/// is left of the inspection (`Contract::actions_budget`). A run that
+/// reaches its budget stops early and says so.
+pub const ACTIONS_MAX: u64 = INSPECT_ROWS_MAX as u64 - REPLICAS_FULL_BUDGET_MAX - SCOPES_MAX;
 
 /// Most reservations one client holds unsettled before a new resolve is
 /// replaced by a settlement.
@@ -136,6 +141,18 @@ pub const PGBENCH_SECS_DEFAULT: u64 = 5;
 /// gives pgbench its duration up to this.
 pub const PGBENCH_SECS_MAX: u64 = 600;
 
+/// Most registry worker processes of one run (`processes`,
+/// `--processes`): each opens `clients` data connections.
+pub const PROCESSES_MAX: u32 = 16;
+
+/// Longest a worker may take to connect and say it is ready, in
+/// milliseconds.
+pub const WORKER_READY_MS_MAX: u64 = 60_000;
+
+/// How long past its trial (warm-up and duration) a worker may take to
+/// finish (drain, write its result) before it is killed, in milliseconds.
+pub const WORKER_GRACE_MS: u64 = 120_000;
+
 /// Largest latency the histograms hold, in microseconds (one minute);
 /// slower calls are recorded at this value.
 pub const LATENCY_US_MAX: u64 = 60 * 1_000_000;
@@ -148,7 +165,9 @@ pub const VIOLATION_DETAILS_MAX: usize = 20;
 
 const _: () = {
     assert!(ACTIONS_MAX >= 100_000);
-    assert!(REPLICAS_MAX + SCOPES_MAX + ACTIONS_MAX <= INSPECT_ROWS_MAX as u64);
+    assert!(REPLICAS_FULL_BUDGET_MAX + SCOPES_MAX + ACTIONS_MAX <= INSPECT_ROWS_MAX as u64);
+    // The largest fleet still leaves room for a run of 80,000 routes.
+    assert!(REPLICAS_MAX + SCOPES_MAX + 80_000 <= INSPECT_ROWS_MAX as u64);
     assert!(REPLICAS_PER_INSTANCE_MAX as u64 <= REPLICAS_MAX);
     assert!(INSTANCES_PER_TENANT_MAX as u64 * TENANTS_MAX as u64 >= INSTANCES_MAX);
     assert!(DURATION_MS_MIN < DURATION_MS_MAX);
@@ -160,5 +179,6 @@ const _: () = {
     assert!(DURATION_MS_MAX / TIMELINE_INTERVAL_MS_MAX >= 60);
     assert!(ACTIONS_MAX / TRIALS_MAX as u64 >= 1_000);
     assert!(WARMUP_MS_DEFAULT <= WARMUP_MS_MAX);
+    assert!(PROCESSES_MAX as u64 * CLIENTS_MAX as u64 <= 4_096);
     assert!(RUN_PREFIX_BYTES_MAX + 64 <= connreg::limits::ID_BYTES_MAX);
 };

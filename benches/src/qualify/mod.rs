@@ -23,6 +23,7 @@
 //! - [`provenance`]: time, build, machine and contract of a report.
 //! - [`trial`]: one trial: warm-up, measured run, timeline, progress.
 //! - [`timeline`]: figures over time, per interval.
+//! - [`multi`]: many registry processes: the workers and the driver.
 //! - [`output`]: the report directory: JSON, Markdown, plots.
 //! - [`plot`]: SVG plots of the timelines.
 //! - [`progress`]: the progress bar or lines while a trial measures.
@@ -37,6 +38,7 @@ pub mod contract;
 pub mod error;
 pub mod fleet;
 pub mod limits;
+pub mod multi;
 pub mod output;
 pub mod plot;
 pub mod progress;

@@ -47,12 +47,21 @@ pub struct Progress {
 
 impl Progress {
     /// Starts the display of trial `trial` (from 1) of `trials`.
-    pub fn start(mode: ProgressMode, length: RunLength, trial: u32, trials: u32) -> Progress {
-        let label = if trials > 1 {
+    pub fn start(
+        mode: ProgressMode,
+        length: RunLength,
+        trial: u32,
+        trials: u32,
+        worker: Option<u32>,
+    ) -> Progress {
+        let mut label = if trials > 1 {
             format!("trial {trial}/{trials}")
         } else {
             "run".to_string()
         };
+        if let Some(w) = worker {
+            label = format!("worker {w} {label}");
+        }
         let bar = (mode == ProgressMode::Bar).then(|| {
             let (len, unit) = match length {
                 RunLength::DurationMs(ms) => (ms, "ms"),

@@ -197,6 +197,8 @@ pub struct LoadFacts {
     pub warmup_ms: u64,
     /// Trials asked.
     pub trials: u32,
+    /// Registry processes (each with `clients` clients).
+    pub processes: u32,
 }
 
 /// One trial.
@@ -627,8 +629,15 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "run:        {} clients, {} operations in {:.2} s (stopped by {}), {} ops/s",
+            "run:        {}{} clients, {} trial(s), warm-up {} ms each; {} operations measured in {:.2} s (stopped by {}), {} ops/s",
+            if self.load.processes > 1 {
+                format!("{} processes x ", self.load.processes)
+            } else {
+                String::new()
+            },
             self.load.clients,
+            self.load.trials,
+            self.load.warmup_ms,
             m.operations,
             m.elapsed_ms / 1000.0,
             match m.stopped_by {

@@ -19,6 +19,7 @@ use super::cleanup::{self, CleanupFacts};
 use super::contract::{BackendKind, Contract, RunLength};
 use super::error::QualifyError;
 use super::fleet::{self, FleetPlan};
+use super::multi;
 use super::progress::ProgressMode;
 use super::provenance::{self, Provenance};
 use super::report::{
@@ -57,6 +58,11 @@ pub struct RunOptions {
     pub progress: ProgressMode,
     /// On PostgreSQL: run pgbench beside the registry after the trials.
     pub pgbench: bool,
+    /// Registry processes; above 1 each trial runs in worker processes
+    /// (`super::multi`), PostgreSQL only.
+    pub processes: u32,
+    /// The contract file, for the workers.
+    pub contract_path: std::path::PathBuf,
 }
 
 impl RunOptions {
@@ -72,6 +78,8 @@ impl RunOptions {
             interrupted: Arc::new(AtomicBool::new(false)),
             progress: ProgressMode::Silent,
             pgbench: true,
+            processes: 1,
+            contract_path: std::path::PathBuf::from(file),
         }
     }
 }
@@ -99,7 +107,7 @@ pub async fn qualify(
                 data_connections: None,
                 server: None,
             };
-            run_on(registry, facts, contract, options, progress).await?
+            run_on(registry, facts, contract, options, None, progress).await?
         }
         BackendKind::Postgres => {
             progress(&match &options.target {
@@ -127,8 +135,15 @@ pub async fn qualify(
                 data_connections: Some(opened.facts.data_connections),
                 server: Some(opened.facts.clone()),
             };
-            let mut result =
-                run_on(opened.registry.clone(), facts, contract, options, progress).await;
+            let mut result = run_on(
+                opened.registry.clone(),
+                facts,
+                contract,
+                options,
+                Some(&opened.data_url),
+                progress,
+            )
+            .await;
             opened.registry.close().await;
             if let Ok(report) = &mut result {
                 let resolves = report
@@ -208,6 +223,7 @@ async fn run_on<R>(
     backend: BackendFacts,
     contract: &Contract,
     options: &RunOptions,
+    data_url: Option<&str>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Report, QualifyError>
 where
@@ -242,7 +258,7 @@ where
     let load = &contract.load;
     let trials = load.trials();
     let warmup_ms = load.warmup();
-    let budget = load.actions_budget() / u64::from(trials);
+    let budget = contract.actions_budget() / u64::from(trials);
     let mut outcomes: Vec<TrialOutcome> = Vec::new();
     let mut heartbeat_seq = FIRST_HEARTBEAT_SEQ;
     for trial in 0..trials {
@@ -274,10 +290,39 @@ where
             mode: options.progress,
             trial: trial + 1,
             trials,
+            worker: None,
         };
-        let outcome = trial::run(registry.clone(), plan.clone(), contract, params, display)
-            .await
-            .map_err(|reason| QualifyError::Run { reason })?;
+        let outcome = match data_url.filter(|_| options.processes > 1) {
+            None => trial::run(registry.clone(), plan.clone(), contract, params, display).await,
+            Some(url) => {
+                let scratch =
+                    std::env::temp_dir().join(format!("connreg-qualify-{}", options.prefix));
+                std::fs::create_dir_all(&scratch).map_err(|e| QualifyError::Run {
+                    reason: format!("cannot create {}: {e}", scratch.display()),
+                })?;
+                progress(&format!(
+                    "trial {}: {} worker processes",
+                    trial + 1,
+                    options.processes
+                ));
+                let outcome = multi::run_trial(
+                    &options.contract_path,
+                    contract,
+                    url,
+                    &options.prefix,
+                    trial,
+                    options.processes,
+                    params.heartbeat_seq,
+                    params.drain,
+                    &scratch,
+                    options.interrupted.clone(),
+                )
+                .await;
+                let _ = std::fs::remove_dir_all(&scratch);
+                outcome
+            }
+        }
+        .map_err(|reason| QualifyError::Run { reason })?;
         heartbeat_seq = outcome.next_heartbeat_seq;
         outcomes.push(outcome);
     }
@@ -381,10 +426,11 @@ where
             clients: contract.load.clients,
             duration_ms: contract.load.duration_ms,
             operations: contract.load.operations,
-            actions_max: contract.load.actions_budget(),
+            actions_max: contract.actions_budget(),
             seed: contract.seed,
             warmup_ms,
             trials,
+            processes: options.processes,
         },
         trials: trial_facts,
         spread,

@@ -137,6 +137,8 @@ pub struct Opened {
     pub control: PgConnectOptions,
     /// The data role's options.
     pub data: PgConnectOptions,
+    /// The data role's URL, password included: for worker processes.
+    pub data_url: String,
     /// What the report says.
     pub facts: ServerFacts,
     /// pgbench on the same server, or why there is none.
@@ -237,6 +239,7 @@ pub async fn open(
                 Ok(facts) => Ok(Opened {
                     registry,
                     control,
+                    data_url: data_url.clone(),
                     data,
                     facts,
                     pgbench,
@@ -282,6 +285,7 @@ pub async fn open(
             Ok(Opened {
                 registry,
                 control,
+                data_url: test_url(&data),
                 data,
                 facts,
                 pgbench,
@@ -352,6 +356,7 @@ pub async fn open(
             Ok(Opened {
                 registry,
                 control,
+                data_url: test_url(&data),
                 data,
                 facts,
                 pgbench,
@@ -381,6 +386,17 @@ pub async fn schema_version(control: &PgConnectOptions) -> Result<Option<i32>, O
             "read connreg.schema_version as the control role",
         )(e.to_string())),
     }
+}
+
+/// A URL for `options` with the test roles' password.
+fn test_url(options: &PgConnectOptions) -> String {
+    format!(
+        "postgres://{}:{TEST_ROLE_PASSWORD}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or("")
+    )
 }
 
 /// `host:port/database` of `options`.

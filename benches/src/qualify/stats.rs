@@ -87,6 +87,24 @@ impl Latency {
         let _ = self.0.add(&other.0);
     }
 
+    /// The recorded values and their counts, for another process to
+    /// rebuild the same histogram ([`Latency::from_wire`]).
+    pub fn to_wire(&self) -> Vec<(u64, u64)> {
+        self.0
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    }
+
+    /// The histogram [`Latency::to_wire`] described.
+    pub fn from_wire(values: &[(u64, u64)]) -> Latency {
+        let mut l = Latency::default();
+        for (value, count) in values {
+            let _ = l.0.record_n((*value).clamp(1, LATENCY_US_MAX), *count);
+        }
+        l
+    }
+
     /// Calls recorded.
     pub fn count(&self) -> u64 {
         self.0.len()

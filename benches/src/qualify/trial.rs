@@ -43,6 +43,8 @@ pub struct Display {
     pub trial: u32,
     /// Of how many.
     pub trials: u32,
+    /// With many processes: this worker, from 0.
+    pub worker: Option<u32>,
 }
 
 /// Runs one trial of `contract` on `registry`; `params.probes` may be
@@ -75,6 +77,7 @@ where
         contract.load.length(),
         display.trial,
         display.trials,
+        display.worker,
     );
     let mut ticks = tokio::time::interval_at((measure_from + interval).into(), interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
