@@ -57,6 +57,7 @@ counters! {
     actions_started: "Actions a dispatcher started.",
     actions_ended: "Actions that ended (settled or failed with a typed error).",
     actions_abandoned: "Actions left open by a dispatcher that crashed.",
+    actions_reconciled: "Abandoned actions a restarted dispatcher reconciled from their retained routes.",
     actions_completed: "Actions that ended settled as completed.",
     actions_outcome_unknown: "Actions that ended settled as outcome_unknown.",
     actions_cancelled: "Actions that ended settled as cancelled.",

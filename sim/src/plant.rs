@@ -31,6 +31,9 @@ pub enum PlantedBug {
     /// Lease maintenance reports one more released reservation than it
     /// released.
     MaintainOvercount,
+    /// A restarted dispatcher ignores its journal: the reservations of the
+    /// actions its crash left open are never settled.
+    NoReconciliation,
 }
 
 impl PlantedBug {
@@ -41,6 +44,7 @@ impl PlantedBug {
         all.push(PlantedBug::CommitReplyLostAsFailure);
         all.push(PlantedBug::SilentRelease);
         all.push(PlantedBug::MaintainOvercount);
+        all.push(PlantedBug::NoReconciliation);
         all
     }
 
@@ -52,6 +56,7 @@ impl PlantedBug {
             PlantedBug::CommitReplyLostAsFailure => "commit-reply-lost-as-failure",
             PlantedBug::SilentRelease => "silent-release",
             PlantedBug::MaintainOvercount => "maintain-overcount",
+            PlantedBug::NoReconciliation => "no-reconciliation",
         }
     }
 
@@ -70,6 +75,9 @@ impl PlantedBug {
             }
             PlantedBug::MaintainOvercount => {
                 "lease maintenance reports one more release than it made"
+            }
+            PlantedBug::NoReconciliation => {
+                "a restarted dispatcher leaves the actions its crash left open held"
             }
         }
     }
@@ -91,6 +99,7 @@ impl PlantedBug {
             PlantedBug::CommitReplyLostAsFailure => "0003_retry_after_lost_answer.toml",
             PlantedBug::SilentRelease => "0001_steady_state.toml",
             PlantedBug::MaintainOvercount => "0004_replica_crash_mid_action.toml",
+            PlantedBug::NoReconciliation => "0021_dispatcher_crash_reconciliation.toml",
         }
     }
 
@@ -110,6 +119,7 @@ impl PlantedBug {
             PlantedBug::SpuriousUnavailable => invariant::SPURIOUS_UNAVAILABLE.0,
             PlantedBug::CommitReplyLostAsFailure => invariant::ORPHAN.0,
             PlantedBug::SilentRelease | PlantedBug::MaintainOvercount => invariant::CAPACITY.0,
+            PlantedBug::NoReconciliation => invariant::LEAK.0,
         }
     }
 

@@ -126,6 +126,19 @@ pub enum Event {
         /// `completed`, `outcome_unknown`, `cancelled`, or `failed:<kind>`.
         result: String,
     },
+    /// A restarted dispatcher reconciled an action its crash left open.
+    Reconciled {
+        /// The dispatcher host.
+        dispatcher: String,
+        /// The action's number on that dispatcher.
+        n: u64,
+        /// The action ID.
+        action: ActionId,
+        /// `cancelled` or `outcome_unknown` (settled so), `nothing_held`
+        /// (no route, or its reservation already released), or
+        /// `failed:<error kind>`.
+        result: String,
+    },
     /// A fault took effect, or ended.
     Fault(FaultEvent),
     /// Every network fault is repaired; the liveness phase starts.

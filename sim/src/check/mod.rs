@@ -7,6 +7,7 @@
 //! - `catalog`: the catalog model rebuilt from publications.
 //! - `unavailable`: `no_spurious_unavailable`, the database fault windows.
 //! - `orphan`: `no_orphan_reservation`, how actions ended.
+//! - `leak`: `no_leaked_reservation`, reservations no caller will settle.
 //!
 //! The other invariants still live here, over the shared state; they move
 //! to a file each as they are changed.
@@ -28,11 +29,13 @@
 //! | `circuit_closed_by_operator` | SETTLE-6 | an open circuit closes without an operator action |
 //! | `no_spurious_unavailable` | SIM-3 | a registry answers `unavailable` while no database fault is active or settling |
 //! | `no_orphan_reservation` | ROUTE-8, SETTLE-1 | at the end, a reservation is held by an action every dispatcher ended |
+//! | `no_leaked_reservation` | PIN-5, PIN-6 | after the heal, a reservation is held by no live action (a crashed dispatcher's, never reconciled) |
 //! | `liveness` | SIM-3 | a surviving dispatcher's action has not ended by the deadline after the heal |
 //! | `expectation` | SIM-2 | a counter the scenario expects is out of bounds (a fault that never fired) |
 
 mod capacity;
 mod catalog;
+mod leak;
 mod orphan;
 mod unavailable;
 
@@ -86,6 +89,8 @@ pub mod invariant {
     pub const SPURIOUS_UNAVAILABLE: (&str, &str) = ("no_spurious_unavailable", "SIM-3");
     /// See the module table.
     pub const ORPHAN: (&str, &str) = ("no_orphan_reservation", "ROUTE-8 SETTLE-1");
+    /// See the module table.
+    pub const LEAK: (&str, &str) = ("no_leaked_reservation", "PIN-5 PIN-6");
     /// See the module table.
     pub const LIVENESS: (&str, &str) = ("liveness", "SIM-3");
     /// See the module table.
@@ -161,6 +166,10 @@ pub struct Checker {
     last_call: u64,
     /// The reservations the answers say are live.
     reservations: Reservations,
+    /// Actions (by ID) a dispatcher's crash left open.
+    abandoned: BTreeSet<ActionId>,
+    /// Actions (by ID) a restarted dispatcher reconciled.
+    reconciled: BTreeSet<ActionId>,
 }
 
 /// A check that waits for the publication of the revision it read.
@@ -314,6 +323,10 @@ impl Checker {
                     );
                 }
             }
+            Event::Reconciled { action, .. } => {
+                self.counters.actions_reconciled += 1;
+                self.reconciled.insert(action.clone());
+            }
             Event::Fault(f) => self.on_fault(f, t),
             Event::Heal { deadline_ms } => self.deadline_ms = Some(*deadline_ms),
             Event::Snapshot(s) => self.on_snapshot(s),
@@ -331,6 +344,19 @@ impl Checker {
             .orphans(&self.store_routes, self.open_actions.values(), carried);
         for detail in orphans {
             self.violate(invariant::ORPHAN, detail);
+        }
+        if self.deadline_ms.is_some() {
+            let carried = |f: FenceToken| self.issued_by_answer.contains(&f);
+            let leaks = leak::leaked(
+                &self.store_routes,
+                |action, r| self.fates.owed(action, r, carried),
+                self.open_actions.values(),
+                &self.abandoned,
+                &self.reconciled,
+            );
+            for detail in leaks {
+                self.violate(invariant::LEAK, detail);
+            }
         }
         let open: Vec<((String, u64), ActionId)> =
             std::mem::take(&mut self.open_actions).into_iter().collect();
@@ -1009,6 +1035,7 @@ impl Checker {
                     for key in gone {
                         if let Some(action) = self.open_actions.remove(&key) {
                             self.fates.abandoned(&action);
+                            self.abandoned.insert(action);
                         }
                         self.counters.actions_abandoned += 1;
                     }

@@ -76,6 +76,19 @@ impl ActionFates {
         }
     }
 
+    /// True when a dispatcher was waiting for the call that made the
+    /// reservation of route `r` (see [`ActionFates`]). `answered` tells
+    /// whether an answer carried a fence.
+    pub(super) fn owed(
+        &self,
+        action: &ActionId,
+        r: &RouteRecord,
+        answered: impl Fn(FenceToken) -> bool,
+    ) -> bool {
+        let fence = r.assignment.reservation.fence;
+        self.owed.contains(&fence) || (!answered(fence) && self.owed_unknown.contains(action))
+    }
+
     /// Details of the owed reservations held at the end by actions that
     /// ended and that no open (`open`) or abandoned action shares.
     /// `answered` tells whether an answer carried a fence.
@@ -89,11 +102,8 @@ impl ActionFates {
         routes
             .iter()
             .filter(|(action, r)| {
-                let fence = r.assignment.reservation.fence;
-                let owed = self.owed.contains(&fence)
-                    || (!answered(fence) && self.owed_unknown.contains(*action));
                 r.reserved
-                    && owed
+                    && self.owed(action, r, &answered)
                     && self.ended.contains(*action)
                     && !self.abandoned.contains(*action)
                     && !open.contains(action)

@@ -7,6 +7,11 @@
 //! (PIN-5), and settle with one of the four outcomes, possibly twice
 //! (SETTLE-4) or with a stale assignment (SETTLE-2). Every action ends,
 //! settled or failed with a typed error, or the liveness check fails.
+//!
+//! A journal that survives crashes records each open action (and whether
+//! it may have been dispatched) before the calls it covers are sent; a
+//! restarted dispatcher reconciles what its crash left open before it
+//! starts anything new (PIN-5, PIN-6).
 
 use std::rc::Rc;
 
@@ -16,7 +21,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
 use super::rpc::{CallError, call};
-use super::{Ctx, backoff_ms, between, sleep_ms};
+use super::{Ctx, Journaled, backoff_ms, between, sleep_ms};
 use crate::fleet::MixPlan;
 use crate::limits::RETRIES_MAX;
 use crate::plant::PlantedBug;
@@ -41,6 +46,7 @@ pub(crate) async fn run(ctx: Rc<Ctx>, index: u32) -> turmoil::Result {
     let me = crate::scenario::dispatcher_host(index);
     let (inc, mut rng) = ctx.start(&me);
     let w = ctx.scenario.workload.clone();
+    reconcile_journal(&ctx, &me, inc, &mut rng).await;
     let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(w.concurrency as usize));
     let mut tasks = Vec::new();
     let now = ctx.now_ms();
@@ -116,12 +122,69 @@ fn draw(ctx: &Ctx, me: &str, inc: u64, n: u64, rng: &mut SmallRng) -> Plan {
     }
 }
 
+/// Reconciles the actions a previous incarnation left open (PIN-5,
+/// PIN-6): their reservations are held on replicas that may be healthy, so
+/// nothing else would ever release them. Waits one call timeout first, so
+/// that a call the crashed incarnation sent has arrived or been dropped.
+async fn reconcile_journal(ctx: &Rc<Ctx>, me: &str, inc: u64, rng: &mut SmallRng) {
+    let journal: Vec<(u64, Journaled)> = ctx
+        .dispatchers
+        .borrow()
+        .get(me)
+        .map(|p| p.open.iter().map(|(n, j)| (*n, j.clone())).collect())
+        .unwrap_or_default();
+    if journal.is_empty() || ctx.plant == Some(PlantedBug::NoReconciliation) {
+        return;
+    }
+    sleep_ms(ctx.scenario.workload.rpc_timeout_ms).await;
+    for (n, entry) in journal {
+        let mut a = Action {
+            ctx: ctx.clone(),
+            me: me.to_string(),
+            rng: SmallRng::seed_from_u64(rng.random()),
+            registry: (n as usize + inc as usize) % ctx.registry_hosts.len(),
+        };
+        let result = a.reconcile(&entry).await;
+        ctx.emit(Event::Reconciled {
+            dispatcher: me.to_string(),
+            n,
+            action: entry.request.action.clone(),
+            result,
+        });
+        if let Some(p) = ctx.dispatchers.borrow_mut().get_mut(me) {
+            p.open.remove(&n);
+        }
+    }
+}
+
+/// Updates action `n`'s journal entry, if it is open.
+fn journal(ctx: &Ctx, me: &str, n: u64, f: impl FnOnce(&mut Journaled)) {
+    if let Some(entry) = ctx
+        .dispatchers
+        .borrow_mut()
+        .get_mut(me)
+        .and_then(|p| p.open.get_mut(&n))
+    {
+        f(entry);
+    }
+}
+
 async fn run_action(ctx: &Rc<Ctx>, me: &str, plan: Plan) {
     let tenant = plan
         .request
         .tenant
         .clone()
         .unwrap_or_else(|| unreachable!("dispatchers always send their verified tenant"));
+    if let Some(p) = ctx.dispatchers.borrow_mut().get_mut(me) {
+        p.open.insert(
+            plan.n,
+            Journaled {
+                request: plan.request.clone(),
+                dispatched: false,
+                outcome: None,
+            },
+        );
+    }
     ctx.emit(Event::ActionStart {
         dispatcher: me.to_string(),
         n: plan.n,
@@ -145,6 +208,9 @@ async fn run_action(ctx: &Rc<Ctx>, me: &str, plan: Plan) {
         action: plan.request.action.clone(),
         result,
     });
+    if let Some(p) = ctx.dispatchers.borrow_mut().get_mut(me) {
+        p.open.remove(&plan.n);
+    }
 }
 
 struct Action {
@@ -167,6 +233,7 @@ impl Action {
                 Execution::Cancelled => Outcome::Cancelled,
                 Execution::Unknown | Execution::Misdirected => Outcome::OutcomeUnknown,
             };
+            journal(&self.ctx, &self.me, plan.n, |j| j.outcome = Some(outcome));
             self.settle(&held, outcome).await?;
             if plan.repeat_settle {
                 self.settle(&held, outcome).await?;
@@ -346,6 +413,7 @@ impl Action {
     ) -> Result<Execution, CallError> {
         let w = self.ctx.scenario.workload.clone();
         let to = replica_host(held.destination.replica.as_str());
+        journal(&self.ctx, &self.me, plan.n, |j| j.dispatched = true);
         let request = Request::Execute {
             assignment: held.clone(),
         };
@@ -405,6 +473,61 @@ impl Action {
             Ok(Ok(_)) => Ok(Execution::Unknown),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(CallError::Transport),
+        }
+    }
+
+    /// Reconciles an action a crash left open, from its retained route:
+    /// no route, or one already settled, holds nothing; a held one is
+    /// settled with the outcome the journal learnt from the replica, or
+    /// else cancelled on the route's replica (PIN-5) and settled as
+    /// cancelled when nothing ran or the cancellation stopped it, else as
+    /// outcome_unknown (the route names the replica that bound the
+    /// uncertain outcome, PIN-6). Returns the result the trace records.
+    async fn reconcile(&mut self, entry: &Journaled) -> String {
+        let request = &entry.request;
+        let tenant = request
+            .tenant
+            .clone()
+            .unwrap_or_else(|| unreachable!("dispatchers always send their verified tenant"));
+        let get = Request::RouteGet {
+            tenant,
+            action: request.action.clone(),
+        };
+        let mut attempt = 0u32;
+        let route = loop {
+            match self.registry_call(get.clone()).await {
+                Ok(Response::RouteGet { result: Ok(route) }) => break route,
+                Ok(Response::RouteGet { result: Err(e) }) if e.kind != "unavailable" => {
+                    return format!("failed:{}", e.kind);
+                }
+                Ok(Response::RouteGet { .. }) | Err(_) if attempt < RETRIES_MAX => {
+                    attempt += 1;
+                    self.backoff(attempt).await;
+                }
+                Ok(Response::RouteGet { .. }) | Err(_) => return "failed:unavailable".into(),
+                Ok(_) => return "failed:refused".into(),
+            }
+        };
+        let Some(route) = route.filter(|r| r.reserved) else {
+            return "nothing_held".into();
+        };
+        let held = route.assignment;
+        let mut outcome = entry.outcome.unwrap_or(Outcome::Cancelled);
+        if entry.dispatched && entry.outcome.is_none() {
+            let cancel = Request::Cancel {
+                action: held.identity.action.clone(),
+                fence: held.reservation.fence,
+            };
+            let target = replica_host(held.destination.replica.as_str());
+            let timeout = self.ctx.scenario.workload.rpc_timeout_ms;
+            let stopped = call(&self.ctx, &self.me, &target, REPLICA_PORT, cancel, timeout).await;
+            if !matches!(stopped, Ok(Response::Cancel { running: true })) {
+                outcome = Outcome::OutcomeUnknown;
+            }
+        }
+        match self.settle(&held, outcome).await {
+            Ok(_) => outcome.as_str().to_string(),
+            Err(kind) => format!("failed:{kind}"),
         }
     }
 

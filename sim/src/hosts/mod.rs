@@ -48,11 +48,25 @@ pub(crate) struct LoseAnswers {
     pub(crate) ratio: f64,
 }
 
-/// A dispatcher's durable progress.
+/// A dispatcher's durable progress: what a real dispatcher keeps on disk.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct DispatcherProgress {
     pub(crate) started: u32,
     pub(crate) done: bool,
+    /// Actions started and not ended, by number: the journal a restarted
+    /// dispatcher reconciles from.
+    pub(crate) open: BTreeMap<u64, Journaled>,
+}
+
+/// One open action in a dispatcher's journal, written before the calls it
+/// records are sent.
+#[derive(Debug, Clone)]
+pub(crate) struct Journaled {
+    pub(crate) request: connreg::RouteRequest,
+    /// An execute may have been sent.
+    pub(crate) dispatched: bool,
+    /// The outcome learnt from the replica, before it is settled.
+    pub(crate) outcome: Option<connreg::Outcome>,
 }
 
 /// The world shared by all hosts.
