@@ -116,7 +116,7 @@ fn a_fleet_past_its_limit_exits_2_naming_the_limit() {
     let text = smoke_text()
         .replacen("tenants = 4", "tenants = 1000", 1)
         .replacen("instances_per_tenant = 2", "instances_per_tenant = 10", 1)
-        .replacen("replicas_per_instance = 4", "replicas_per_instance = 6", 1);
+        .replacen("replicas_per_instance = 4", "replicas_per_instance = 11", 1);
     let env = contract_file("too-large", &text);
     let run = qualify(&env, &[]);
     assert_eq!(run.code, 2, "{}", run.said());

@@ -265,7 +265,15 @@ pub fn main() -> ExitCode {
     });
     let report = match runtime.block_on(qualify(&contract, &options, &progress)) {
         Ok(r) => r,
-        Err(e) => return fail(&e),
+        Err(e) => {
+            // No verdict, no report: the file opened early goes again, so
+            // an empty file is never mistaken for one.
+            if let Some(path) = &cli.report {
+                drop(report_file.take());
+                let _ = std::fs::remove_file(path);
+            }
+            return fail(&e);
+        }
     };
     // Ends the runtime (and with it a PostgreSQL test database) before
     // printing, so nothing is left running when the process exits.
