@@ -29,10 +29,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use connreg::contracts::Registry;
-use connreg::{Inspect, Result, StoreSnapshot};
+use connreg::{Inspect, ManualClock, Result, StoreSnapshot};
 
 use crate::plant::PlantedBug;
-use crate::trace::Event;
+use crate::trace::{Event, ReleasedRef};
 use crate::wire::{Request, Response, WireError};
 
 #[cfg(feature = "postgres")]
@@ -61,6 +61,20 @@ pub struct Store<B> {
     /// A bug planted in how the store is called (`silent-release`,
     /// `maintain-overcount`), if any.
     plant: Option<PlantedBug>,
+    /// The registry's injected clock, read for each answer.
+    clock: Option<ManualClock>,
+}
+
+/// What the trace records of a call besides its answer.
+#[derive(Debug, Clone, Default)]
+pub struct Effects {
+    /// The commit sequence of its transaction (offloaded calls that
+    /// committed something).
+    pub commit: Option<u64>,
+    /// The registry clock (ms) when it was decided.
+    pub clock: Option<u64>,
+    /// The reservations it released, when known exactly.
+    pub released: Option<Vec<ReleasedRef>>,
 }
 
 #[derive(Clone)]
@@ -85,6 +99,7 @@ impl<B: Backend> Store<B> {
             backend,
             offload: None,
             plant: None,
+            clock: None,
         }
     }
 
@@ -98,7 +113,14 @@ impl<B: Backend> Store<B> {
                 recorded: Arc::new(Mutex::new(Vec::new())),
             }),
             plant: None,
+            clock: None,
         }
+    }
+
+    /// The same store, stamping each answer with `clock`'s reading.
+    pub fn with_clock(mut self, clock: ManualClock) -> Store<B> {
+        self.clock = Some(clock);
+        self
     }
 
     /// The same store with `plant` switched on in how it is called; plants
@@ -131,20 +153,26 @@ impl<B: Backend> Store<B> {
     }
 
     /// Answers `request` from a simulated registry host. `reply` makes the
-    /// trace event of the answer from the answer and its commit sequence
-    /// (offloaded calls only): the event comes back to the caller to record
-    /// (inline), or `None` when it was recorded as the backend returned
-    /// (offloaded; see [`Store::take_recorded`]).
+    /// trace event of the answer from the answer and its [`Effects`]: the
+    /// event comes back to the caller to record (inline), or `None` when
+    /// it was recorded as the backend returned (offloaded; see
+    /// [`Store::take_recorded`]).
     pub async fn answer<R>(&self, request: Request, reply: R) -> (Response, Option<Event>)
     where
-        R: FnOnce(Response, Option<u64>) -> Event + Send + 'static,
+        R: FnOnce(Response, Effects) -> Event + Send + 'static,
     {
         let backend = self.backend.clone();
         let plant = self.plant;
+        let clock = self.clock.as_ref().map(|c| connreg::Clock::now(c).0);
         match &self.offload {
             None => {
-                let response = respond(backend, request, plant).await;
-                let event = reply(response.clone(), None);
+                let (response, released) = respond(backend, request, plant, true).await;
+                let effects = Effects {
+                    commit: None,
+                    clock,
+                    released,
+                };
+                let event = reply(response.clone(), effects);
                 (response, Some(event))
             }
             Some(o) => {
@@ -152,11 +180,17 @@ impl<B: Backend> Store<B> {
                 let guard = InflightGuard(o.inflight.clone());
                 let recorded = o.recorded.clone();
                 let task = o.handle.spawn(async move {
-                    let (response, commit) = observe_commit(respond(backend, request, plant)).await;
+                    let ((response, released), commit) =
+                        observe_commit(respond(backend, request, plant, false)).await;
+                    let effects = Effects {
+                        commit,
+                        clock,
+                        released,
+                    };
                     recorded
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .push(reply(response.clone(), commit));
+                        .push(reply(response.clone(), effects));
                     drop(guard);
                     response
                 });
@@ -189,9 +223,58 @@ impl<B: Backend> Store<B> {
     }
 }
 
+/// The backend's answer to one request (through a planted bug if one is
+/// switched on), and the reservations it released when that is known
+/// exactly: a settlement releases the assignment it presents; what a
+/// maintenance released is read around it only when calls do not race
+/// (`exact`, the inline in-memory backend).
+async fn respond<B: Backend>(
+    b: B,
+    request: Request,
+    plant: Option<PlantedBug>,
+    exact: bool,
+) -> (Response, Option<Vec<ReleasedRef>>) {
+    match &request {
+        Request::Settle { params } => {
+            let named = ReleasedRef::of(&params.assignment);
+            let response = respond_planted(b, request, plant).await;
+            let released = match &response {
+                Response::Settle { result: Ok(s) } if s.released => Some(vec![named]),
+                _ => None,
+            };
+            (response, released)
+        }
+        Request::Maintain { .. } if exact => {
+            let before = b.inspect().await.ok();
+            let response = respond_planted(b, request, plant).await;
+            let released = match (&response, before) {
+                (Response::Maintain { result: Ok(m) }, Some(before)) => {
+                    let mut named: Vec<ReleasedRef> = before
+                        .routes
+                        .iter()
+                        .filter(|r| {
+                            r.reserved && m.expired.contains(&r.assignment.destination.replica)
+                        })
+                        .map(|r| ReleasedRef::of(&r.assignment))
+                        .collect();
+                    named.sort();
+                    (!m.expired.is_empty()).then_some(named)
+                }
+                _ => None,
+            };
+            (response, released)
+        }
+        _ => (respond_planted(b, request, plant).await, None),
+    }
+}
+
 /// The backend's answer to one request, through a planted bug if one is
 /// switched on.
-async fn respond<B: Backend>(b: B, request: Request, plant: Option<PlantedBug>) -> Response {
+async fn respond_planted<B: Backend>(
+    b: B,
+    request: Request,
+    plant: Option<PlantedBug>,
+) -> Response {
     match (plant, request) {
         (Some(PlantedBug::SilentRelease), Request::Heartbeat { params }) => {
             let replica = params.replica.clone();

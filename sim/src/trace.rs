@@ -20,7 +20,32 @@ use crate::scenario::Expect;
 use crate::wire::{Request, Response};
 
 /// The trace format's version, in every `start` event.
-pub const TRACE_FORMAT: u32 = 1;
+pub const TRACE_FORMAT: u32 = 2;
+
+/// One reservation a call released, as its answer names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ReleasedRef {
+    /// The action.
+    pub action: ActionId,
+    /// The reservation's fence.
+    pub fence: FenceToken,
+    /// The replica that got a unit back.
+    pub replica: ReplicaId,
+    /// The scopes that got a unit back.
+    pub scopes: Vec<ScopeId>,
+}
+
+impl ReleasedRef {
+    /// The reservation `a` holds.
+    pub fn of(a: &connreg::RouteAssignment) -> ReleasedRef {
+        ReleasedRef {
+            action: a.identity.action.clone(),
+            fence: a.reservation.fence,
+            replica: a.destination.replica.clone(),
+            scopes: a.reservation.scopes.iter().cloned().collect(),
+        }
+    }
+}
 
 /// One line of the trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,6 +100,23 @@ pub enum Event {
         /// that committed something); absent otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         commit: Option<u64>,
+        /// The registry clock (ms) the call decided at; absent for replica
+        /// answers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        clock: Option<u64>,
+        /// The reservations the call released: a settlement that released
+        /// (its own), a maintenance that expired replicas (every one on
+        /// them; in-memory backend only, where the list is exact); absent
+        /// otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        released: Option<Vec<ReleasedRef>>,
+    },
+    /// The caller received the answer to call `id`. An answer recorded in
+    /// a `reply` without a `delivered` line never reached its caller
+    /// (dropped, partitioned, too late, its caller gone).
+    Delivered {
+        /// The call's ID.
+        id: u64,
     },
     /// A call that failed in transport, as its caller saw it.
     RpcFailed {
@@ -89,6 +131,8 @@ pub enum Event {
     },
     /// A provider side effect, recorded by the replica that performed it.
     Ledger {
+        /// The `execute` call that caused it.
+        rpc: u64,
         /// The action.
         action: ActionId,
         /// The tenant on whose behalf it ran.

@@ -189,7 +189,7 @@ pub(crate) fn simulate<B: Backend>(
         TraceWriter::new(params.sink),
         params.plant,
     ));
-    let store = store.with_plant(params.plant);
+    let store = store.with_plant(params.plant).with_clock(clock.clone());
     let deterministic = !store.is_offloaded();
     let mut world = World {
         ctx: ctx.clone(),
@@ -757,6 +757,8 @@ mod tests {
             },
             lost: false,
             commit,
+            clock: None,
+            released: None,
         }
     }
 

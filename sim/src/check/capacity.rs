@@ -101,6 +101,15 @@ impl Reservations {
         self.maintain_unknown = true;
     }
 
+    /// The live reservations on `replicas`.
+    pub(super) fn live_on(&self, replicas: &[ReplicaId]) -> BTreeSet<FenceToken> {
+        self.live
+            .iter()
+            .filter(|(_, h)| replicas.contains(&h.replica))
+            .map(|(f, _)| *f)
+            .collect()
+    }
+
     /// A `maintain` answer expired `expired`: every live reservation on
     /// them is released.
     pub(super) fn maintained(&mut self, expired: &[ReplicaId]) -> MaintainCount {

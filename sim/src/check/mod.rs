@@ -170,6 +170,16 @@ pub struct Checker {
     abandoned: BTreeSet<ActionId>,
     /// Actions (by ID) a restarted dispatcher reconciled.
     reconciled: BTreeSet<ActionId>,
+    /// Calls answered so far, by ID: whether a fault dropped the answer.
+    replied: BTreeMap<u64, bool>,
+    /// Calls whose caller received the answer.
+    delivered: BTreeSet<u64>,
+    /// Calls whose caller got no answer.
+    failed: BTreeSet<u64>,
+    /// `execute` calls: (called host, action, fence).
+    executes: BTreeMap<u64, (String, ActionId, FenceToken)>,
+    /// The registry clock's offset from `CLOCK_START_MS + t` (clock jumps).
+    clock_offset_ms: i64,
 }
 
 /// A check that waits for the publication of the revision it read.
@@ -238,6 +248,14 @@ impl Checker {
             }
             Event::Rpc { id, from, to, req } => {
                 self.last_call = self.last_call.max(*id);
+                if let Request::Execute { assignment } = req {
+                    let key = (
+                        to.clone(),
+                        assignment.identity.action.clone(),
+                        assignment.reservation.fence,
+                    );
+                    self.executes.insert(*id, key);
+                }
                 self.on_request(from, to, req);
                 self.calls.insert(*id, (from.clone(), req.clone()));
             }
@@ -246,6 +264,8 @@ impl Checker {
                 from,
                 resp,
                 lost,
+                clock,
+                released,
                 ..
             } => {
                 let Some((_, req)) = self.calls.remove(id) else {
@@ -255,11 +275,51 @@ impl Checker {
                     );
                     return;
                 };
+                self.replied.insert(*id, *lost);
+                if let Some(clock) = clock {
+                    let expected = (crate::world::CLOCK_START_MS + t)
+                        .saturating_add_signed(self.clock_offset_ms);
+                    if *clock != expected {
+                        self.violate(
+                            invariant::RUN,
+                            format!("reply {id} from {from} decided at registry clock {clock}, but the clock read {expected} at {t} ms"),
+                        );
+                    }
+                }
+                self.check_released(&req, resp, released.as_deref());
                 self.on_reply(&req, resp, *lost, t);
                 self.follow_fates(*id, &req, resp);
             }
-            Event::RpcFailed { .. } => self.counters.rpc_failures += 1,
+            Event::Delivered { id } => {
+                let detail = match self.replied.get(id) {
+                    None if self.deterministic => {
+                        Some(format!("call {id} delivered an answer no host recorded"))
+                    }
+                    Some(true) => Some(format!(
+                        "the answer to call {id} is marked lost, yet its caller received it"
+                    )),
+                    _ if self.failed.contains(id) => Some(format!(
+                        "call {id} failed at its caller, yet its caller received the answer"
+                    )),
+                    _ => None,
+                };
+                if let Some(detail) = detail {
+                    self.violate(invariant::RUN, detail);
+                }
+                self.delivered.insert(*id);
+            }
+            Event::RpcFailed { id, .. } => {
+                self.counters.rpc_failures += 1;
+                if self.delivered.contains(id) {
+                    self.violate(
+                        invariant::RUN,
+                        format!("call {id} delivered its answer, yet its caller reports no answer"),
+                    );
+                }
+                self.failed.insert(*id);
+            }
             Event::Ledger {
+                rpc,
                 action,
                 tenant,
                 instance,
@@ -268,6 +328,15 @@ impl Checker {
                 fence,
             } => {
                 self.counters.executions += 1;
+                let caused = self.executes.get(rpc).is_some_and(|(to, a, f)| {
+                    *to == replica_host(replica.as_str()) && a == action && f == fence
+                });
+                if !caused {
+                    self.violate(
+                        invariant::NO_FAILOVER,
+                        format!("side effect of {action} (fence {}) on {replica} names call {rpc}, which did not dispatch it there", fence.0),
+                    );
+                }
                 match self.truth.get(action) {
                     None => self.violate(
                         invariant::NO_FAILOVER,
@@ -637,6 +706,65 @@ impl Checker {
                 self.counters.cancels += 1;
             }
             _ => {}
+        }
+    }
+
+    /// Compares the reservations an answer names as released with what it
+    /// did: a releasing settlement names exactly its own reservation, as
+    /// the answers issued it; a maintenance names as many as it counts,
+    /// and (ordered) exactly the live ones on the replicas it expired.
+    fn check_released(
+        &mut self,
+        req: &Request,
+        resp: &Response,
+        named: Option<&[crate::trace::ReleasedRef]>,
+    ) {
+        let detail = match (req, resp) {
+            (Request::Settle { params }, Response::Settle { result: Ok(s) }) if s.released => {
+                let a = &params.assignment;
+                let own = crate::trace::ReleasedRef::of(a);
+                let issued = self
+                    .latest
+                    .get(&a.identity.action)
+                    .filter(|l| l.reservation.fence == a.reservation.fence)
+                    .map(crate::trace::ReleasedRef::of);
+                match named {
+                    Some([one]) if *one == own && issued.as_ref().is_none_or(|i| i == one) => None,
+                    _ => Some(format!(
+                        "a settlement of {} released fence {}, but its answer names {named:?}",
+                        a.identity.action, a.reservation.fence.0
+                    )),
+                }
+            }
+            (Request::Settle { .. }, _) => {
+                named.map(|n| format!("a settlement that released nothing names {n:?} as released"))
+            }
+            (Request::Maintain { .. }, Response::Maintain { result: Ok(m) }) => match named {
+                Some(n) if n.len() as u64 != u64::from(m.released) => Some(format!(
+                    "lease maintenance reports {} reservations released, but names {}",
+                    m.released,
+                    n.len()
+                )),
+                Some(n) => {
+                    let named: BTreeSet<FenceToken> = n.iter().map(|r| r.fence).collect();
+                    let live = self.reservations.live_on(&m.expired);
+                    (self.deterministic && named != live).then(|| {
+                        format!(
+                            "lease maintenance names fences {:?} as released; the answers leave {:?} live on the replicas it expired",
+                            named.iter().map(|f| f.0).collect::<Vec<_>>(),
+                            live.iter().map(|f| f.0).collect::<Vec<_>>()
+                        )
+                    })
+                }
+                None => None,
+            },
+            (Request::Maintain { .. }, _) => {
+                named.map(|n| format!("a failed maintenance names {n:?} as released"))
+            }
+            (_, _) => named.map(|n| format!("a {} answer names {n:?} as released", req.op())),
+        };
+        if let Some(detail) = detail {
+            self.violate(invariant::CAPACITY, detail);
         }
     }
 
@@ -1046,7 +1174,11 @@ impl Checker {
             FaultEvent::Hold { .. } => self.counters.holds += 1,
             FaultEvent::Latency { .. } => self.counters.latency_spikes += 1,
             FaultEvent::Loss { .. } => self.counters.loss_windows += 1,
-            FaultEvent::ClockJump { .. } => self.counters.clock_jumps += 1,
+            FaultEvent::ClockJump { clock, .. } => {
+                self.counters.clock_jumps += 1;
+                self.clock_offset_ms = i64::try_from(clock.0).unwrap_or(i64::MAX)
+                    - i64::try_from(crate::world::CLOCK_START_MS + t).unwrap_or(i64::MAX);
+            }
             FaultEvent::DbCut { .. } => self.counters.db_cuts += 1,
             FaultEvent::DbStall { .. } => self.counters.db_stalls += 1,
             FaultEvent::DbTerminate { .. } => self.counters.db_terminates += 1,
@@ -1282,6 +1414,27 @@ impl Recheck {
     }
 }
 
+/// Refuses a trace whose first line is not a `start` of the format this
+/// checker reads: an older trace lacks evidence the checks now require.
+fn refuse_other_format(line: &str) -> Result<(), String> {
+    let first: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("not a trace line: {e}"))?;
+    if first["ev"] != "start" {
+        return Err("a trace starts with its `start` line".into());
+    }
+    let format = first["format"].as_u64();
+    if format != Some(u64::from(crate::trace::TRACE_FORMAT)) {
+        let seen = format.map_or("no format".to_string(), |f| format!("format {f}"));
+        return Err(format!(
+            "the trace is of {seen}; check-trace reads format {} only (sim/TRACE.md: answers name \
+             what they released and their registry clock, deliveries and the dispatch of each \
+             side effect are recorded); make a new trace with `connreg-sim run --trace FILE`",
+            crate::trace::TRACE_FORMAT
+        ));
+    }
+    Ok(())
+}
+
 /// Re-checks a trace from its lines alone.
 pub fn recheck(lines: impl Iterator<Item = std::io::Result<String>>) -> Result<Recheck, String> {
     let mut checker = Checker::new();
@@ -1293,6 +1446,9 @@ pub fn recheck(lines: impl Iterator<Item = std::io::Result<String>>) -> Result<R
         let line = line.map_err(|e| format!("line {}: {e}", i + 1))?;
         if line.trim().is_empty() {
             continue;
+        }
+        if records == 0 {
+            refuse_other_format(&line).map_err(|e| format!("line {}: {e}", i + 1))?;
         }
         let record: Record =
             serde_json::from_str(&line).map_err(|e| format!("line {}: {e}", i + 1))?;

@@ -66,19 +66,23 @@ async fn handle<B: Backend>(
             resp: resp.clone(),
             lost: false,
             commit: None,
+            clock: None,
+            released: None,
         });
         return Some(resp);
     }
     let lost = ctx.lose_answer(op, &mut rng.borrow_mut());
     let me = me.to_string();
     let (response, reply) = store
-        .answer(request, move |resp, commit| Event::Reply {
+        .answer(request, move |resp, effects| Event::Reply {
             id,
             from: me,
             to: from,
             resp,
             lost,
-            commit,
+            commit: effects.commit,
+            clock: effects.clock,
+            released: effects.released,
         })
         .await;
     if mutates {

@@ -52,6 +52,7 @@ pub(crate) async fn run(
                 unknown_ratio,
                 &rng,
                 &running,
+                envelope.id,
                 &envelope.request,
             )
             .await;
@@ -62,6 +63,8 @@ pub(crate) async fn run(
                 resp: response.clone(),
                 lost: false,
                 commit: None,
+                clock: None,
+                released: None,
             });
             Some(response)
         }
@@ -75,6 +78,7 @@ async fn handle(
     unknown_ratio: f64,
     rng: &RefCell<SmallRng>,
     running: &Running,
+    rpc: u64,
     request: &Request,
 ) -> Response {
     match request {
@@ -90,6 +94,7 @@ async fn handle(
                 assignment.reservation.fence,
             );
             ctx.emit(Event::Ledger {
+                rpc,
                 action: key.0.clone(),
                 tenant: assignment.identity.tenant.clone(),
                 instance: spec.instance.clone(),

@@ -48,7 +48,10 @@ pub(crate) async fn call(
     };
     let outcome = tokio::time::timeout(Duration::from_millis(timeout_ms), exchange).await;
     let (error, kind) = match outcome {
-        Ok(Ok(response)) => return Ok(response),
+        Ok(Ok(response)) => {
+            ctx.emit(Event::Delivered { id });
+            return Ok(response);
+        }
         Ok(Err(e)) => (format!("transport: {}", e.kind()), CallError::Transport),
         Err(_) => ("timeout".to_string(), CallError::Timeout),
     };

@@ -1,0 +1,242 @@
+//! Goal: the trace carries what an independent check needs (what each
+//! settlement and maintenance released, which answers reached their
+//! caller, which dispatch caused each side effect, the registry clock of
+//! each decision), an older trace format is refused with a clear message,
+//! and every evidence defect planted into a clean trace makes
+//! `connreg-sim check-trace` fail: the checkers' own power, measured.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use connreg_sim::{RunOptions, Scenario, TraceTarget, recheck, run};
+use serde_json::{Value, json};
+
+/// A clean trace of `file` at `seed`, one JSON value a line.
+fn clean(file: &str, seed: u64) -> Vec<Value> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(file);
+    let scenario = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let opts = RunOptions {
+        seed,
+        trace: TraceTarget::Memory,
+        ..RunOptions::default()
+    };
+    let mut report = run(&scenario, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert!(report.ok(), "{file} seed {seed}: {:#?}", report.violations);
+    String::from_utf8(report.trace.take().unwrap())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Runs `connreg-sim check-trace` on `lines`; returns (exit code, output).
+fn check_trace(name: &str, lines: &[Value]) -> (Option<i32>, String) {
+    let dir = std::env::temp_dir().join(format!("connreg-sim-evidence-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.trace.jsonl"));
+    let text: String = lines
+        .iter()
+        .map(|v| serde_json::to_string(v).unwrap() + "\n")
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_connreg-sim"))
+        .args(["check-trace", path.to_str().unwrap()])
+        .output()
+        .expect("the connreg-sim binary runs");
+    std::fs::remove_file(&path).ok();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), said)
+}
+
+fn find(lines: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    lines
+        .iter()
+        .position(pred)
+        .expect("the trace has such a line")
+}
+
+fn reply_of(v: &Value, op: &str) -> bool {
+    v["ev"] == "reply" && v["resp"]["op"] == op
+}
+
+fn releasing_settle(v: &Value) -> bool {
+    reply_of(v, "settle") && v["resp"]["result"]["Ok"]["released"] == true
+}
+
+fn expiring_maintain(v: &Value) -> bool {
+    reply_of(v, "maintain")
+        && v["resp"]["result"]["Ok"]["released"]
+            .as_u64()
+            .is_some_and(|n| n > 0)
+}
+
+/// Drops `counter` from the `start` line's expectations.
+fn unbound(lines: &mut [Value], counter: &str) {
+    for side in ["at_least", "at_most"] {
+        if let Some(b) = lines[0]["expect"][side].as_object_mut() {
+            b.remove(counter);
+        }
+    }
+}
+
+#[test]
+fn a_clean_trace_carries_the_evidence_fields_and_passes() {
+    let lines = clean("0004_replica_crash_mid_action.toml", 1);
+    assert_eq!(lines[0]["format"], 2);
+    let settle = &lines[find(&lines, releasing_settle)];
+    let named = &settle["released"][0];
+    assert!(named["fence"].is_u64(), "{settle}");
+    assert!(named["replica"].is_string(), "{settle}");
+    assert!(named["scopes"].is_array(), "{settle}");
+    let maintain = &lines[find(&lines, expiring_maintain)];
+    assert_eq!(
+        maintain["released"].as_array().map(Vec::len),
+        maintain["resp"]["result"]["Ok"]["released"]
+            .as_u64()
+            .map(|n| n as usize),
+        "{maintain}"
+    );
+    let registry_reply = &lines[find(&lines, |v| reply_of(v, "resolve"))];
+    assert!(registry_reply["clock"].is_u64(), "{registry_reply}");
+    let ledger = &lines[find(&lines, |v| v["ev"] == "ledger")];
+    let rpc = ledger["rpc"]
+        .as_u64()
+        .expect("a ledger entry names its call");
+    let call = &lines[find(&lines, |v| v["ev"] == "rpc" && v["id"] == rpc)];
+    assert_eq!(call["req"]["op"], "execute");
+    assert!(lines.iter().any(|v| v["ev"] == "delivered"));
+    let (code, said) = check_trace("clean", &lines);
+    assert_eq!(code, Some(0), "{said}");
+}
+
+#[test]
+fn a_trace_of_an_older_format_is_refused_with_a_clear_message() {
+    let mut lines = clean("0001_steady_state.toml", 1);
+    lines[0]["format"] = json!(1);
+    let text: Vec<std::io::Result<String>> = lines
+        .iter()
+        .map(|v| Ok(serde_json::to_string(v).unwrap()))
+        .collect();
+    let err = recheck(text.into_iter()).expect_err("an older format is refused");
+    assert!(err.contains("format 1"), "{err}");
+    assert!(err.contains("format 2"), "{err}");
+    let (code, said) = check_trace("old", &lines);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("format 1"), "{said}");
+}
+
+/// One planted evidence defect: its name, the clean trace it edits, and
+/// the edit.
+type Defect = (&'static str, &'static str, fn(&mut Vec<Value>));
+
+const DEFECTS: &[Defect] = &[
+    // The store frees a reservation consistently (row and counters) and
+    // the settlement that did it answers "not released".
+    ("silent_release", "0001_steady_state.toml", |l| {
+        unbound(l, "settle_released");
+        unbound(l, "settled_completed");
+        let i = find(l, releasing_settle);
+        l[i]["resp"]["result"]["Ok"]["released"] = json!(false);
+        l[i]["released"] = json!(null);
+    }),
+    // Maintenance reports one more release than it made, the end counters
+    // agreeing.
+    (
+        "maintain_overcount",
+        "0004_replica_crash_mid_action.toml",
+        |l| {
+            unbound(l, "lease_expired");
+            let i = find(l, expiring_maintain);
+            let n = l[i]["resp"]["result"]["Ok"]["released"].as_u64().unwrap();
+            l[i]["resp"]["result"]["Ok"]["released"] = json!(n + 1);
+            let end = l.len() - 1;
+            let c = l[end]["counters"]["lease_expired"].as_u64().unwrap();
+            l[end]["counters"]["lease_expired"] = json!(c + 1);
+        },
+    ),
+    // A settlement names another reservation than the one it released.
+    (
+        "settle_names_another_fence",
+        "0001_steady_state.toml",
+        |l| {
+            let i = find(l, releasing_settle);
+            let f = l[i]["released"][0]["fence"].as_u64().unwrap();
+            l[i]["released"][0]["fence"] = json!(f + 1_000);
+        },
+    ),
+    // A settlement names another replica than the one it freed.
+    (
+        "settle_names_another_replica",
+        "0001_steady_state.toml",
+        |l| {
+            let i = find(l, releasing_settle);
+            l[i]["released"][0]["replica"] = json!("elsewhere");
+        },
+    ),
+    // Maintenance names one reservation fewer than it counts.
+    (
+        "maintain_names_fewer",
+        "0004_replica_crash_mid_action.toml",
+        |l| {
+            let i = find(l, expiring_maintain);
+            l[i]["released"].as_array_mut().unwrap().pop();
+        },
+    ),
+    // An answer the fault dropped is recorded as delivered.
+    (
+        "lost_answer_delivered",
+        "0003_retry_after_lost_answer.toml",
+        |l| {
+            let i = find(l, |v| v["ev"] == "reply" && v["lost"] == true);
+            let id = l[i]["id"].clone();
+            let t = l[i]["t"].clone();
+            l.insert(i + 1, json!({"t": t, "ev": "delivered", "id": id}));
+        },
+    ),
+    // A delivered answer whose caller also reports no answer.
+    ("delivered_and_failed", "0001_steady_state.toml", |l| {
+        let i = find(l, |v| v["ev"] == "delivered");
+        let id = l[i]["id"].clone();
+        let j = find(l, |v| v["ev"] == "rpc" && v["id"] == id);
+        let (t, from, to) = (l[i]["t"].clone(), l[j]["from"].clone(), l[j]["to"].clone());
+        l.insert(
+            i + 1,
+            json!({"t": t, "ev": "rpc_failed", "id": id, "from": from, "to": to, "error": "timeout"}),
+        );
+        let end = l.len() - 1;
+        let c = l[end]["counters"]["rpc_failures"].as_u64().unwrap();
+        l[end]["counters"]["rpc_failures"] = json!(c + 1);
+    }),
+    // A side effect names a call that did not dispatch it.
+    ("ledger_names_another_call", "0001_steady_state.toml", |l| {
+        let i = find(l, |v| v["ev"] == "ledger");
+        let resolve = find(l, |v| v["ev"] == "rpc" && v["req"]["op"] == "resolve");
+        l[i]["rpc"] = l[resolve]["id"].clone();
+    }),
+    // An answer claims a registry clock the run's clock never read then.
+    ("answer_clock_off", "0001_steady_state.toml", |l| {
+        let i = find(l, |v| reply_of(v, "resolve"));
+        let c = l[i]["clock"].as_u64().unwrap();
+        l[i]["clock"] = json!(c + 1);
+    }),
+];
+
+#[test]
+fn every_planted_evidence_defect_makes_check_trace_fail() {
+    // spec: SIM-3 (the checkers catch what they exist for)
+    let mut missed = Vec::new();
+    for (name, file, plant) in DEFECTS {
+        let mut lines = clean(file, 1);
+        plant(&mut lines);
+        let (code, said) = check_trace(name, &lines);
+        let first = said.lines().find(|l| l.starts_with("  - ")).unwrap_or("");
+        eprintln!("{name}: exit {code:?}; {first}");
+        if code != Some(1) {
+            missed.push(format!("{name} on {file}: exit {code:?}\n{said}"));
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
