@@ -159,7 +159,9 @@ pub async fn qualify(
                         Err(reason) => PgbenchFacts::skipped(reason.clone(), resolves),
                         Ok(pgbench) => {
                             let pgbench = pgbench.clone();
-                            let clients = contract.load.clients.min(opened.facts.data_connections);
+                            // Every process's clients: the registry's whole load.
+                            let clients = contract.load.clients.min(opened.facts.data_connections)
+                                * options.processes;
                             let secs = contract.load.pgbench_secs();
                             progress(&format!(
                                 "pgbench beside the run: TPC-B scale {clients} and select-only, \
