@@ -19,6 +19,7 @@
 //! - [`server`]: the PostgreSQL server a run qualifies (an operator's, or
 //!   a throwaway one) and what the report says about it.
 //! - [`beside`]: pgbench TPC-B and select-only beside a PostgreSQL run.
+//! - [`dbcheck`]: whole-database invariants computed by the server.
 //! - [`cleanup`]: removing a run's rows, and only those, at the end.
 //! - [`provenance`]: time, build, machine and contract of a report.
 //! - [`trial`]: one trial: warm-up, measured run, timeline, progress.
@@ -35,6 +36,7 @@ pub mod check;
 pub mod cleanup;
 pub mod cli;
 pub mod contract;
+pub mod dbcheck;
 pub mod error;
 pub mod fleet;
 pub mod limits;

@@ -259,6 +259,19 @@ pub fn markdown(r: &Report, plots: &[(&str, String)]) -> String {
         i.checked.live_reservations,
         i.violations
     );
+    if let Some(d) = &i.database {
+        let _ = writeln!(
+            s,
+            "\nWhole database, counted by the server through the control role: {} assignments, {} replicas, {} admission counters; {} actions with two assignments, {} reused fences, {} replicas and {} counters off their reservations.\n",
+            d.assignments,
+            d.replicas,
+            d.counters,
+            d.duplicate_actions,
+            d.reused_fences,
+            d.replicas_mismatched,
+            d.counters_mismatched
+        );
+    }
     for d in &i.details {
         let _ = writeln!(s, "- {d}");
     }

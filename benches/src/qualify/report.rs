@@ -11,6 +11,7 @@ use super::beside::PgbenchFacts;
 use super::check::Checked;
 use super::cleanup::CleanupFacts;
 use super::contract::{BackendKind, Thresholds};
+use super::dbcheck::DatabaseCheck;
 use super::provenance::{self, Provenance};
 use super::server::ServerFacts;
 use super::stats::LatencySummary;
@@ -390,6 +391,8 @@ pub struct InvariantFacts {
     pub by_kind: BTreeMap<String, u64>,
     /// The first violations, described.
     pub details: Vec<String>,
+    /// On PostgreSQL: the whole-database checks the server computed.
+    pub database: Option<DatabaseCheck>,
 }
 
 /// Whether a threshold is a floor or a ceiling.
@@ -687,6 +690,19 @@ impl Report {
             "invariants: {} replicas, {} scopes, {} routes checked; {} violations",
             i.checked.replicas, i.checked.scopes, i.checked.routes, i.violations
         );
+        if let Some(d) = &i.database {
+            let _ = writeln!(
+                s,
+                "database:   {} assignments, {} replicas, {} counters counted by the server; {} duplicate actions, {} reused fences, {} replicas and {} counters off",
+                d.assignments,
+                d.replicas,
+                d.counters,
+                d.duplicate_actions,
+                d.reused_fences,
+                d.replicas_mismatched,
+                d.counters_mismatched
+            );
+        }
         for d in &i.details {
             let _ = writeln!(s, "  - {d}");
         }

@@ -19,7 +19,6 @@ use super::cleanup::{self, CleanupFacts};
 use super::contract::{BackendKind, Contract, RunLength};
 use super::error::QualifyError;
 use super::fleet::{self, FleetPlan};
-use super::multi;
 use super::progress::ProgressMode;
 use super::provenance::{self, Provenance};
 use super::report::{
@@ -31,12 +30,22 @@ use super::server::{self, OpenError, PgTarget};
 use super::stats::{Operation, Tally};
 use super::trial::{self, Display, TrialOutcome};
 use super::workload::{StopReason, TrialParams};
+use super::{dbcheck, multi};
 
 /// Where the registry's clock stands: far from zero, like the fixtures'.
 pub const CLOCK_START_MS: u64 = 1_000_000;
 
 /// The first heartbeat health sequence of a run: registration used 1.
 pub const FIRST_HEARTBEAT_SEQ: u64 = 2;
+
+/// What a PostgreSQL run hands the trials and the end check.
+#[derive(Debug, Clone, Copy)]
+struct PgSide<'a> {
+    /// The data role's URL, for worker processes.
+    data_url: &'a str,
+    /// The control role's options, for the whole-database checks.
+    control: &'a connreg::postgres::PgConnectOptions,
+}
 
 /// How to run a contract, besides the contract itself.
 #[derive(Debug, Clone)]
@@ -140,7 +149,10 @@ pub async fn qualify(
                 facts,
                 contract,
                 options,
-                Some(&opened.data_url),
+                Some(PgSide {
+                    data_url: &opened.data_url,
+                    control: &opened.control,
+                }),
                 progress,
             )
             .await;
@@ -225,7 +237,7 @@ async fn run_on<R>(
     backend: BackendFacts,
     contract: &Contract,
     options: &RunOptions,
-    data_url: Option<&str>,
+    pg: Option<PgSide<'_>>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Report, QualifyError>
 where
@@ -294,7 +306,11 @@ where
             trials,
             worker: None,
         };
-        let outcome = match data_url.filter(|_| options.processes > 1) {
+        let outcome = match pg
+            .as_ref()
+            .map(|p| p.data_url)
+            .filter(|_| options.processes > 1)
+        {
             None => trial::run(registry.clone(), plan.clone(), contract, params, display).await,
             Some(url) => {
                 let scratch =
@@ -351,6 +367,17 @@ where
         &tracked,
         &mut violations,
     );
+    let database = match &pg {
+        None => None,
+        Some(p) => {
+            progress("checking the whole database through the control role");
+            Some(
+                dbcheck::check_database(p.control, &mut violations)
+                    .await
+                    .map_err(|reason| QualifyError::Run { reason })?,
+            )
+        }
+    };
 
     let trial_facts: Vec<TrialFacts> = outcomes
         .iter()
@@ -446,6 +473,7 @@ where
                 .map(|(k, n)| (k.as_str().to_string(), *n))
                 .collect(),
             details: violations.details().to_vec(),
+            database,
         },
         thresholds,
         pgbench: None,

@@ -1,0 +1,96 @@
+//! Goal: the whole-database checks the server computes through the
+//! control role (issue 10, item 6) find nothing in an untouched database
+//! and find a replica count, an admission counter and a fence tampered
+//! with, without reading rows into the client. Never skipped.
+
+use connreg::contracts::Routing;
+use connreg::postgres::PgRegistry;
+use connreg::postgres::testing::TestRegistry;
+use connreg::{ActionId, ManualClock, RegistryConfig, RouteRequest, Timestamp};
+use connreg_benches::qualify::check::{ViolationKind, Violations};
+use connreg_benches::qualify::dbcheck::check_database;
+use connreg_benches::qualify::fleet::{self, Admission, FleetPlan, FleetShape};
+use sqlx::Connection;
+
+fn shape() -> FleetShape {
+    FleetShape {
+        tenants: 2,
+        capabilities: 1,
+        bindings_per_tenant_capability: 1,
+        instances_per_tenant: 1,
+        replicas_per_instance: 3,
+        regions: vec!["eu-west".into()],
+        zones_per_region: 1,
+        replica_capacity: 4,
+        lease_ttl_ms: 60_000,
+        admission: Admission {
+            tenant_limit: Some(10),
+            binding_limit: None,
+        },
+    }
+}
+
+#[tokio::test]
+async fn the_server_counts_find_tampered_replicas_counters_and_fences() {
+    // spec: SIM-6, ROUTE-7
+    let test = TestRegistry::create().await.expect("a test database");
+    let options = test.options();
+    let control = options.control.connect.clone();
+    let registry = PgRegistry::connect(
+        options,
+        ManualClock::new(Timestamp(1_000_000)),
+        RegistryConfig::default(),
+    )
+    .await
+    .expect("a registry");
+    let plan = FleetPlan::with_prefix(&shape(), "db-");
+    fleet::build(&registry, &plan).await.expect("the fleet");
+    for n in 0..3 {
+        registry
+            .route_resolve(RouteRequest {
+                action: ActionId::new(format!("db-a{n}")).unwrap(),
+                tenant: Some(plan.tenants[0].clone()),
+                capability: plan.capabilities[0].clone(),
+                topology: plan.topology(0, 0),
+            })
+            .await
+            .expect("a route");
+    }
+
+    let mut clean = Violations::default();
+    let counted = check_database(&control, &mut clean).await.expect("checks");
+    assert_eq!(clean.total(), 0, "{:?}", clean.details());
+    assert_eq!(counted.assignments, 3);
+    assert_eq!(counted.replicas, 6);
+
+    let mut conn = test.control_connection().await.expect("control");
+    for statement in [
+        // A replica counting one reservation too few (never below 0).
+        "UPDATE connreg.replicas SET active = active - 1 WHERE active > 0 \
+         AND replica_id = (SELECT min(replica_id) FROM connreg.replicas WHERE active > 0)",
+        "UPDATE connreg.admission_counters SET in_use = in_use + 1",
+        // Two assignments sharing a fence (the unique index goes first).
+        "ALTER TABLE connreg.assignments DROP CONSTRAINT assignments_fence_uk",
+        "UPDATE connreg.assignments SET fence = (SELECT min(fence) FROM connreg.assignments) \
+         WHERE action_id = 'db-a2'",
+    ] {
+        sqlx::query(statement)
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    conn.close().await.unwrap();
+    let mut found = Violations::default();
+    let counted = check_database(&control, &mut found).await.expect("checks");
+    assert_eq!(counted.replicas_mismatched, 1, "{counted:?}");
+    assert_eq!(counted.counters_mismatched, 2, "{counted:?}");
+    assert_eq!(counted.reused_fences, 1, "{counted:?}");
+    for kind in [
+        ViolationKind::ReplicaAccounting,
+        ViolationKind::ScopeAccounting,
+        ViolationKind::FenceReused,
+    ] {
+        assert_eq!(found.counts().get(&kind), Some(&1), "{:?}", found.details());
+    }
+    registry.close().await;
+}
