@@ -136,6 +136,7 @@ pub(crate) fn protocol_owner(control: &str) -> String {
 /// CREATE ROLE connreg_data LOGIN PASSWORD '…';
 /// CREATE ROLE connreg_control_protocol NOLOGIN NOINHERIT;
 /// GRANT connreg_control_protocol TO connreg_control;
+/// GRANT CONNECT ON DATABASE registry TO connreg_control, connreg_data;
 /// CREATE SCHEMA connreg AUTHORIZATION connreg_control;
 /// ALTER ROLE connreg_data SET statement_timeout = '5000ms';
 /// ALTER ROLE connreg_data SET lock_timeout = '5000ms';
