@@ -216,6 +216,19 @@ const DEFECTS: &[Defect] = &[
         let resolve = find(l, |v| v["ev"] == "rpc" && v["req"]["op"] == "resolve");
         l[i]["rpc"] = l[resolve]["id"].clone();
     }),
+    // More reservations live at once than a replica's capacity, between
+    // two snapshots: its declared capacity is lowered below the most it
+    // held at once by the answers, the snapshots untouched.
+    (
+        "over_capacity_between_snapshots",
+        "0009_capacity_exhaustion_and_scopes.toml",
+        |l| {
+            let setup = find(l, |v| v["ev"] == "setup");
+            for r in l[setup]["replicas"].as_array_mut().unwrap() {
+                r["capacity"] = json!(1);
+            }
+        },
+    ),
     // An answer claims a registry clock the run's clock never read then.
     ("answer_clock_off", "0001_steady_state.toml", |l| {
         let i = find(l, |v| reply_of(v, "resolve"));

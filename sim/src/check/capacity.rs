@@ -101,6 +101,29 @@ impl Reservations {
         self.maintain_unknown = true;
     }
 
+    /// The live reservations on `replica`, and in each of `scopes`, not
+    /// counting those a settlement of unknown commit may have released.
+    pub(super) fn held(&self, replica: &ReplicaId, scopes: &[&ScopeId]) -> (u32, Vec<u32>) {
+        let certain = self
+            .live
+            .iter()
+            .filter(|(f, _)| !self.maybe_released.contains(f))
+            .map(|(_, h)| h);
+        let mut on_replica = 0;
+        let mut in_scopes = vec![0; scopes.len()];
+        for h in certain {
+            if &h.replica == replica {
+                on_replica += 1;
+            }
+            for (i, s) in scopes.iter().enumerate() {
+                if h.scopes.contains(*s) {
+                    in_scopes[i] += 1;
+                }
+            }
+        }
+        (on_replica, in_scopes)
+    }
+
     /// The live reservations on `replicas`.
     pub(super) fn live_on(&self, replicas: &[ReplicaId]) -> BTreeSet<FenceToken> {
         self.live

@@ -709,6 +709,38 @@ impl Checker {
         }
     }
 
+    /// At the answer that reserved `a`: the live reservations by the
+    /// answers stay within the replica's declared capacity and the scopes'
+    /// limits, at every answer and not only at snapshots (an excess inside
+    /// one step shows no snapshot).
+    fn check_admission(&mut self, a: &RouteAssignment) {
+        let replica = &a.destination.replica;
+        let scopes: Vec<&ScopeId> = a.reservation.scopes.iter().collect();
+        let (on_replica, in_scopes) = self.reservations.held(replica, &scopes);
+        let mut found = Vec::new();
+        if let Some(spec) = self.specs.get(replica)
+            && on_replica > spec.capacity
+        {
+            found.push(format!(
+                "the reservation of {} (fence {}) makes {on_replica} live on replica {replica}, over its capacity {}",
+                a.identity.action, a.reservation.fence.0, spec.capacity
+            ));
+        }
+        for (scope, n) in scopes.iter().zip(in_scopes) {
+            if let Some(row) = self.store_scopes.get(*scope)
+                && n > row.limit
+            {
+                found.push(format!(
+                    "the reservation of {} (fence {}) makes {n} live in scope {scope}, over its limit {}",
+                    a.identity.action, a.reservation.fence.0, row.limit
+                ));
+            }
+        }
+        for detail in found {
+            self.violate(invariant::CAPACITY, detail);
+        }
+    }
+
     /// Compares the reservations an answer names as released with what it
     /// did: a releasing settlement names exactly its own reservation, as
     /// the answers issued it; a maintenance names as many as it counts,
@@ -893,6 +925,9 @@ impl Checker {
                     self.latest.insert(action.clone(), a.clone());
                 }
                 self.reservations.reserve(a);
+                if self.ordered {
+                    self.check_admission(a);
+                }
             }
             ResolveKind::Existing => {
                 if !self.reservations.known(fence) {
