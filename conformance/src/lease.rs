@@ -204,7 +204,7 @@ pub async fn maintenance_is_bounded_per_call<H: Harness>(harness: &H) {
     );
 }
 
-// spec: LEASE-2, SETTLE-5
+// spec: LEASE-2, SETTLE-5, PIN-7
 /// Maintenance releases the reservations of an expired replica as
 /// lease_expired settlements: counters drop, routes read unreserved, and
 /// the circuit is not touched.
@@ -239,6 +239,16 @@ pub async fn maintenance_releases_reservations_as_lease_expired<H: Harness>(harn
     assert_eq!(m.expired, vec![a1.destination.replica.clone()]);
     assert_eq!(m.released, 2);
     assert!(!m.more);
+    // The answer names exactly the two reservations it released, in
+    // action order, and not globex's on another replica.
+    let named = |a: &RouteAssignment| connreg::ReleasedReservation {
+        action: a.identity.action.clone(),
+        fence: a.reservation.fence,
+        replica: a.destination.replica.clone(),
+        scopes: a.reservation.scopes.clone(),
+    };
+    assert_eq!(m.releases, vec![named(&a1), named(&a2)]);
+    assert_ne!(g.destination.replica, a1.destination.replica);
     let snap = s.inspect().await;
     check::assert_clean(&check::all(&snap), "after maintenance");
     for a in [&a1, &a2] {

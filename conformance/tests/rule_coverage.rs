@@ -17,7 +17,7 @@ const AREAS: [(&str, u32); 10] = [
     ("REC", 8),
     ("CAT", 10),
     ("ROUTE", 11),
-    ("PIN", 6),
+    ("PIN", 7),
     ("SETTLE", 6),
     ("LEASE", 4),
     ("AUTH", 8),

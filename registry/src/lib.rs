@@ -65,6 +65,6 @@ pub use records::{
 };
 pub use request::{
     Change, CircuitPolicy, CrossRegion, HeartbeatOutcome, HeartbeatParams, MaintainParams,
-    Maintained, Publication, RegisterParams, RegistryConfig, ResolveKind, Resolved, RouteRequest,
-    SettleParams, Settled, StatusReport, TopologyPreference,
+    Maintained, Publication, RegisterParams, RegistryConfig, ReleasedReservation, ResolveKind,
+    Resolved, RouteRequest, SettleParams, Settled, StatusReport, TopologyPreference,
 };

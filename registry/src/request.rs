@@ -200,13 +200,32 @@ impl MaintainParams {
     }
 }
 
+/// One reservation a call released: which action's, at which fence, and
+/// the replica and scopes that got their unit back.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleasedReservation {
+    /// The action whose reservation it was.
+    pub action: crate::id::ActionId,
+    /// Its fence.
+    pub fence: crate::records::FenceToken,
+    /// The replica that got a unit back.
+    pub replica: ReplicaId,
+    /// The admission scopes that got a unit back, in order.
+    pub scopes: std::collections::BTreeSet<crate::id::ScopeId>,
+}
+
 /// What one maintenance batch did.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Maintained {
     /// Replicas marked offline, in the order processed.
     pub expired: Vec<ReplicaId>,
-    /// Reservations released as `lease_expired`.
+    /// Reservations released as `lease_expired`: as many as `releases`.
     pub released: u32,
+    /// The reservations released, in action order (LEASE-2), so a caller
+    /// can tell exactly which were freed.
+    #[serde(default)]
+    pub releases: Vec<ReleasedReservation>,
     /// True when more expired replicas remain for another call.
     pub more: bool,
 }

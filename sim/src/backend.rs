@@ -73,7 +73,7 @@ pub struct Effects {
     pub commit: Option<u64>,
     /// The registry clock (ms) when it was decided.
     pub clock: Option<u64>,
-    /// The reservations it released, when known exactly.
+    /// The reservations it released, as the answer names them.
     pub released: Option<Vec<ReleasedRef>>,
 }
 
@@ -166,7 +166,7 @@ impl<B: Backend> Store<B> {
         let clock = self.clock.as_ref().map(|c| connreg::Clock::now(c).0);
         match &self.offload {
             None => {
-                let (response, released) = respond(backend, request, plant, true).await;
+                let (response, released) = respond(backend, request, plant).await;
                 let effects = Effects {
                     commit: None,
                     clock,
@@ -181,7 +181,7 @@ impl<B: Backend> Store<B> {
                 let recorded = o.recorded.clone();
                 let task = o.handle.spawn(async move {
                     let ((response, released), commit) =
-                        observe_commit(respond(backend, request, plant, false)).await;
+                        observe_commit(respond(backend, request, plant)).await;
                     let effects = Effects {
                         commit,
                         clock,
@@ -224,15 +224,13 @@ impl<B: Backend> Store<B> {
 }
 
 /// The backend's answer to one request (through a planted bug if one is
-/// switched on), and the reservations it released when that is known
-/// exactly: a settlement releases the assignment it presents; what a
-/// maintenance released is read around it only when calls do not race
-/// (`exact`, the inline in-memory backend).
+/// switched on), and the reservations it released: a settlement releases
+/// the assignment it presents; a maintenance names its releases in its
+/// answer.
 async fn respond<B: Backend>(
     b: B,
     request: Request,
     plant: Option<PlantedBug>,
-    exact: bool,
 ) -> (Response, Option<Vec<ReleasedRef>>) {
     match &request {
         Request::Settle { params } => {
@@ -244,22 +242,21 @@ async fn respond<B: Backend>(
             };
             (response, released)
         }
-        Request::Maintain { .. } if exact => {
-            let before = b.inspect().await.ok();
+        Request::Maintain { .. } => {
             let response = respond_planted(b, request, plant).await;
-            let released = match (&response, before) {
-                (Response::Maintain { result: Ok(m) }, Some(before)) => {
-                    let mut named: Vec<ReleasedRef> = before
-                        .routes
+            // The answer names what it released (LEASE-2), on every backend.
+            let released = match &response {
+                Response::Maintain { result: Ok(m) } if !m.expired.is_empty() => Some(
+                    m.releases
                         .iter()
-                        .filter(|r| {
-                            r.reserved && m.expired.contains(&r.assignment.destination.replica)
+                        .map(|r| ReleasedRef {
+                            action: r.action.clone(),
+                            fence: r.fence,
+                            replica: r.replica.clone(),
+                            scopes: r.scopes.iter().cloned().collect(),
                         })
-                        .map(|r| ReleasedRef::of(&r.assignment))
-                        .collect();
-                    named.sort();
-                    (!m.expired.is_empty()).then_some(named)
-                }
+                        .collect(),
+                ),
                 _ => None,
             };
             (response, released)

@@ -62,7 +62,7 @@ on_postgres! {
     db_chaos_on_postgres => "0019_db_chaos.toml",
     // spec: LOCK-1, LOCK-2
     full_binding_lock_order_on_postgres => "0020_full_binding_lock_order.toml",
-    // spec: PIN-5, PIN-6
+    // spec: PIN-5, PIN-6, PIN-7
     dispatcher_crash_reconciliation_on_postgres => "0021_dispatcher_crash_reconciliation.toml",
 }
 

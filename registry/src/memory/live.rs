@@ -14,8 +14,8 @@ use crate::records::{
 };
 use crate::request::{
     AuditEntry, AuditPage, AuditQuery, CircuitCloseParams, CircuitPolicy, CrossRegion,
-    HeartbeatOutcome, HeartbeatParams, Maintained, RegisterParams, ResolveKind, Resolved,
-    RouteRequest, SettleParams, Settled, StatusReport, lease_live,
+    HeartbeatOutcome, HeartbeatParams, Maintained, RegisterParams, ReleasedReservation,
+    ResolveKind, Resolved, RouteRequest, SettleParams, Settled, StatusReport, lease_live,
 };
 
 use super::Behaviour;
@@ -508,9 +508,16 @@ impl LiveState {
                 // lease_expired never touches the circuit.
                 self.release(&a, Outcome::LeaseExpired, CircuitPolicy::default());
                 report.released += 1;
+                report.releases.push(ReleasedReservation {
+                    action: a.identity.action.clone(),
+                    fence: a.reservation.fence,
+                    replica: a.destination.replica.clone(),
+                    scopes: a.reservation.scopes.clone(),
+                });
             }
             report.expired.push(id);
         }
+        report.releases.sort();
         Ok(report)
     }
 

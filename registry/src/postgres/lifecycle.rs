@@ -19,7 +19,7 @@ use crate::limits::{AUDIT_ENTRIES_MAX, INSTANCE_REPLICAS_MAX};
 use crate::records::{Replica, ReplicaSpec};
 use crate::request::{
     AuditEntry, AuditPage, AuditQuery, CircuitCloseParams, HeartbeatOutcome, HeartbeatParams,
-    MaintainParams, Maintained, RegisterParams,
+    MaintainParams, Maintained, RegisterParams, ReleasedReservation,
 };
 
 const REGISTER: &str = "SELECT outcome, replica::text AS replica
@@ -31,7 +31,8 @@ const DRAIN: &str = "SELECT connreg.data_replica_drain($1)::text";
 
 const SELECT_REPLICA: &str = "SELECT connreg.data_replica_get($1)::text";
 
-const MAINTAIN: &str = "SELECT expired, released, more FROM connreg.data_lease_maintain($1, $2)";
+const MAINTAIN: &str =
+    "SELECT expired, released, more, releases FROM connreg.data_lease_maintain($1, $2)";
 
 impl Data {
     /// LEASE-1: register, or come back after going offline.
@@ -167,7 +168,11 @@ impl Data {
                 .await
                 .map_err(db)?;
             let released: i64 = col(&row, "released")?;
+            let releases: String = col(&row, "releases")?;
+            let releases: Vec<ReleasedReservation> = serde_json::from_str(&releases)
+                .map_err(|_| super::error::corrupt("data_lease_maintain releases"))?;
             Ok(Maintained {
+                releases,
                 expired: col::<Vec<String>>(&row, "expired")?
                     .into_iter()
                     .map(|r| ReplicaId::new(r).map_err(|_| super::error::corrupt("replica_id")))

@@ -71,6 +71,8 @@
 //! - `0009_replace_protocol_functions`: the same data-plane functions with
 //!   their argument checks and lock keys inline (no helper function calls
 //!   on the hot path).
+//! - `0010_name_maintenance_releases`: lease maintenance answers which
+//!   reservations it released, not only how many.
 //!
 //! No column holds a credential or secret value, only references and
 //! revisions (REC-7).

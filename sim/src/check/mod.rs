@@ -90,7 +90,7 @@ pub mod invariant {
     /// See the module table.
     pub const ORPHAN: (&str, &str) = ("no_orphan_reservation", "ROUTE-8 SETTLE-1");
     /// See the module table.
-    pub const LEAK: (&str, &str) = ("no_leaked_reservation", "PIN-5 PIN-6");
+    pub const LEAK: (&str, &str) = ("no_leaked_reservation", "PIN-7");
     /// See the module table.
     pub const LIVENESS: (&str, &str) = ("liveness", "SIM-3");
     /// See the module table.
