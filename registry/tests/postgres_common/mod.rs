@@ -343,3 +343,57 @@ pub async fn until_waiting(admin: &mut PgConnection, n: i64) {
     }
     panic!("{n} registry sessions never waited for a lock together");
 }
+
+/// Catalog, admission, route, replica and schema writes the data role must
+/// be refused by the database's own grants (AUTH-2), one statement each.
+pub const AUTH2_FORBIDDEN: &[&str] = &[
+    // catalog records
+    "INSERT INTO connreg.connector_types VALUES ('x', 'f', 'o', true)",
+    "UPDATE connreg.connector_types SET enabled = false",
+    "INSERT INTO connreg.connector_versions VALUES ('v9', 'crm', 'd', 'm', 'a', true, true)",
+    "UPDATE connreg.connector_versions SET qualified = false",
+    "INSERT INTO connreg.version_capabilities VALUES ('crm-1', 'other')",
+    "INSERT INTO connreg.capability_definitions VALUES ('c9', 's', '{}', true)",
+    "UPDATE connreg.capability_definitions SET active = false",
+    "INSERT INTO connreg.instances VALUES ('i9', 't0', 'crm-1', 'c', 1, 's', 1, true)",
+    "UPDATE connreg.instances SET enabled = false",
+    "UPDATE connreg.instances SET tenant_id = 't1'",
+    "INSERT INTO connreg.bindings VALUES
+        ('b9', 't0', 'crm.contact.create', 't0-i0', 0, 1, 'c', 1, NULL, NULL, true)",
+    "UPDATE connreg.bindings SET priority = 0",
+    "DELETE FROM connreg.bindings",
+    "INSERT INTO connreg.binding_scopes VALUES ('t0-b0', 'x', 't0')",
+    "UPDATE connreg.catalog_state SET revision = revision + 1",
+    // admission records: limits and new counters
+    "UPDATE connreg.admission_scopes SET scope_limit = 1000000",
+    "INSERT INTO connreg.admission_scopes VALUES ('s9', 't0', 'tenant', 10)",
+    "INSERT INTO connreg.admission_counters VALUES ('t0-s', 0)",
+    "DELETE FROM connreg.admission_counters",
+    // the immutable parts of routes and replicas
+    "UPDATE connreg.assignments SET replica_id = 't0-i0-r1'",
+    "UPDATE connreg.assignments SET endpoint = 'https://elsewhere'",
+    "DELETE FROM connreg.assignments",
+    "UPDATE connreg.replicas SET endpoint = 'https://elsewhere'",
+    "UPDATE connreg.replicas SET capacity = 10000",
+    "DELETE FROM connreg.replicas",
+    // schema
+    "UPDATE connreg.schema_version SET version = 99",
+    "CREATE TABLE connreg.intruder (id int)",
+    "ALTER TABLE connreg.replicas ADD COLUMN intruder int",
+    "ALTER TABLE connreg.admission_scopes DROP CONSTRAINT admission_scopes_limit_ck",
+    "CREATE INDEX intruder_ix ON connreg.replicas (endpoint)",
+    "DROP TABLE connreg.bindings",
+    "TRUNCATE connreg.assignments",
+    "CREATE FUNCTION connreg.intruder() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+    "SELECT connreg.grant_data_role(current_user)",
+];
+
+/// Runs `statement` as the connection's role; the SQLSTATE of its refusal,
+/// or `None` when the database accepted it.
+pub async fn refusal(conn: &mut PgConnection, statement: &str) -> Option<String> {
+    match sqlx::raw_sql(statement).execute(&mut *conn).await {
+        Ok(_) => None,
+        Err(sqlx::Error::Database(e)) => Some(e.code().unwrap_or_default().into_owned()),
+        Err(e) => panic!("{statement}: not a database refusal: {e}"),
+    }
+}
