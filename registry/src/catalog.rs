@@ -463,7 +463,12 @@ fn decode_cursor(
     let Some(key) = keys.by_id(key_id) else {
         return Err(invalid("signed with an unknown key"));
     };
-    if tag.len() != 2 * CURSOR_MAC_BYTES || !tag.bytes().all(|b| b.is_ascii_hexdigit()) {
+    // Lower-case hex only: one cursor has one spelling.
+    if tag.len() != 2 * CURSOR_MAC_BYTES
+        || !tag
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
         return Err(invalid("malformed"));
     }
     let tag: Vec<u8> = (0..CURSOR_MAC_BYTES)
@@ -559,6 +564,21 @@ mod tests {
         assert!(CursorKey::new("k~1", &[1; 32]).is_err());
         assert!(CursorKey::new("k", &[1; 8]).is_err());
         assert!(CursorKey::new("k", &[1; 65]).is_err());
+    }
+
+    #[test]
+    fn a_cursor_has_one_spelling() {
+        // spec: CAT-9
+        let planned = PlannedQuery::plan(&query(None), &keys()).unwrap();
+        let cap = CapabilityId::new("a").unwrap();
+        let c = encode_cursor(&keys(), Revision(7), planned.fingerprint, &cap);
+        let (body, tag) = c.rsplit_once('~').unwrap();
+        let upper = format!("{body}~{}", tag.to_ascii_uppercase());
+        assert_ne!(upper, c, "the tag has letters");
+        assert!(matches!(
+            PlannedQuery::plan(&query(Some(upper)), &keys()),
+            Err(Error::InvalidCursor { .. })
+        ));
     }
 
     #[test]
