@@ -114,7 +114,30 @@ impl Pgbench {
         Ok(())
     }
 
+    /// The built-in TPC-B (`select_only` false) or select-only script with
+    /// `clients` clients for `secs`: its throughput and the transactions
+    /// it committed.
+    pub fn run_counted(
+        &self,
+        clients: u32,
+        secs: u64,
+        select_only: bool,
+    ) -> Result<PgbenchRun, String> {
+        let script: &[&str] = if select_only { &["-S"] } else { &[] };
+        let stdout = self.run_report(clients, secs, script)?;
+        let tps = parse_tps(&stdout)
+            .ok_or_else(|| format!("no tps line in pgbench's output:\n{stdout}"))?;
+        let transactions = parse_transactions(&stdout)
+            .ok_or_else(|| format!("no transaction count in pgbench's output:\n{stdout}"))?;
+        Ok(PgbenchRun { tps, transactions })
+    }
+
     fn run_script(&self, clients: u32, secs: u64, script: &[&str]) -> Result<f64, String> {
+        let stdout = self.run_report(clients, secs, script)?;
+        parse_tps(&stdout).ok_or_else(|| format!("no tps line in pgbench's output:\n{stdout}"))
+    }
+
+    fn run_report(&self, clients: u32, secs: u64, script: &[&str]) -> Result<String, String> {
         let output = self
             .command()
             .args(script)
@@ -123,9 +146,32 @@ impl Pgbench {
             .arg(&self.database)
             .output()
             .map_err(|e| format!("could not run pgbench: {e}"))?;
-        let stdout = check(&output, "pgbench")?;
-        parse_tps(&stdout).ok_or_else(|| format!("no tps line in pgbench's output:\n{stdout}"))
+        check(&output, "pgbench")
     }
+}
+
+/// One pgbench run's figures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PgbenchRun {
+    /// Transactions per second without connection time.
+    pub tps: f64,
+    /// Transactions committed.
+    pub transactions: u64,
+}
+
+/// The `number of transactions actually processed: N` count of a pgbench
+/// report (`N/M` when a transaction limit was set).
+pub fn parse_transactions(report: &str) -> Option<u64> {
+    report
+        .lines()
+        .find_map(|l| {
+            l.trim_start()
+                .strip_prefix("number of transactions actually processed: ")
+        })?
+        .split(['/', ' '])
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn check(output: &Output, what: &str) -> Result<String, String> {
@@ -162,7 +208,7 @@ pub fn parse_tps(report: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_tps;
+    use super::{parse_tps, parse_transactions};
 
     #[test]
     fn tps_is_read_from_a_pgbench_report() {
@@ -172,5 +218,16 @@ mod tests {
                       tps = 812.345678 (without initial connection time)\n";
         assert_eq!(parse_tps(report), Some(812.345678));
         assert_eq!(parse_tps("nothing here"), None);
+    }
+
+    #[test]
+    fn the_transaction_count_is_read_from_a_pgbench_report() {
+        let report = "number of clients: 16\n\
+                      number of transactions actually processed: 48213\n\
+                      number of failed transactions: 0 (0.000%)\n";
+        assert_eq!(parse_transactions(report), Some(48213));
+        let limited = "number of transactions actually processed: 100/100\n";
+        assert_eq!(parse_transactions(limited), Some(100));
+        assert_eq!(parse_transactions("tps = 1.0\n"), None);
     }
 }
