@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use connreg_sim::{
-    BackendKind, PlantedBug, RunOptions, RunReport, Scenario, TraceTarget, recheck,
-    repro_command, resolve_scenario_path, run,
+    BackendKind, PlantedBug, RunOptions, RunReport, Scenario, TraceTarget, recheck, repro_command,
+    resolve_scenario_path, run,
 };
 
 /// Deterministic simulation of a connector fleet around the registry.

@@ -160,37 +160,11 @@ pub struct Progress<'a> {
 }
 
 /// Serializes a scenario as a scenario file that [`Scenario::parse`]
-/// reads back to the same scenario. Keys with no effect (empty host
-/// lists of faults that take none, `oneway = false`, zero chaos, empty
+/// reads back to the same scenario, tables in schema order. Keys that say
+/// nothing (empty host lists, `oneway = false`, zero chaos, empty
 /// expectations) are left out.
 pub fn to_toml(s: &Scenario) -> Result<String, String> {
-    let mut value = toml::Value::try_from(s).map_err(|e| format!("serializing: {e}"))?;
-    if let Some(root) = value.as_table_mut() {
-        if let Some(faults) = root.get_mut("faults").and_then(|f| f.as_array_mut()) {
-            for f in faults.iter_mut().filter_map(|f| f.as_table_mut()) {
-                f.retain(|_, v| {
-                    !(v.as_array().is_some_and(|a| a.is_empty()) || v.as_bool() == Some(false))
-                });
-            }
-        }
-        if let Some(chaos) = root.get_mut("chaos").and_then(|c| c.as_table_mut()) {
-            chaos.retain(|_, v| v.as_integer() != Some(0) && v.as_float() != Some(0.0));
-        }
-        if let Some(expect) = root.get_mut("expect").and_then(|e| e.as_table_mut()) {
-            expect.retain(|_, v| !v.as_table().is_some_and(|t| t.is_empty()));
-        }
-        for key in ["faults", "chaos", "expect"] {
-            let empty = match root.get(key) {
-                Some(toml::Value::Array(a)) => a.is_empty(),
-                Some(toml::Value::Table(t)) => t.is_empty(),
-                _ => false,
-            };
-            if empty {
-                root.remove(key);
-            }
-        }
-    }
-    toml::to_string(&value).map_err(|e| format!("serializing: {e}"))
+    toml::to_string(s).map_err(|e| format!("serializing: {e}"))
 }
 
 /// The `[chaos]` faults drawn at `seed` as scheduled faults, in the order
@@ -307,7 +281,12 @@ pub(crate) fn chaos_as_faults(s: &Scenario, seed: u64) -> Option<Vec<FaultSpec>>
 /// A scenario with `[chaos]` resolved into scheduled faults for `seed`.
 fn resolve_chaos(s: &Scenario, seed: u64) -> Option<Scenario> {
     let c = &s.chaos;
-    if c.replica_crashes + c.registry_crashes + c.partitions + c.holds + c.loss_windows + c.clock_jumps
+    if c.replica_crashes
+        + c.registry_crashes
+        + c.partitions
+        + c.holds
+        + c.loss_windows
+        + c.clock_jumps
         == 0
     {
         return None;
@@ -325,6 +304,8 @@ fn resolve_chaos(s: &Scenario, seed: u64) -> Option<Scenario> {
 
 struct Search<'a> {
     opts: &'a ShrinkOptions,
+    /// Most runs; the last check goes past it by the seeds it tries.
+    budget: u64,
     target: String,
     seed: u64,
     runs: u64,
@@ -352,7 +333,7 @@ impl Search<'_> {
             next = next.wrapping_add(1);
         }
         for seed in seeds {
-            if self.runs >= self.opts.budget_runs {
+            if self.runs >= self.budget {
                 self.spent = true;
                 return None;
             }
@@ -426,7 +407,13 @@ fn smaller(v: u64, min: u64) -> Vec<u64> {
     if v <= min {
         return out;
     }
-    for c in [min, min + (v - min) / 4, min + (v - min) / 2, v - (v - min) / 4, v - 1] {
+    for c in [
+        min,
+        min + (v - min) / 4,
+        min + (v - min) / 2,
+        v - (v - min) / 4,
+        v - 1,
+    ] {
         if c >= min && c < v && !out.contains(&c) {
             out.push(c);
         }
@@ -475,7 +462,9 @@ fn knobs(s: &Scenario) -> Candidates {
             c.workload.shared_ratio = 0.0;
             c.workload.shared_pool = 0;
         }),
-        ("cancel_ratio", w.cancel_ratio, |c| c.workload.cancel_ratio = 0.0),
+        ("cancel_ratio", w.cancel_ratio, |c| {
+            c.workload.cancel_ratio = 0.0
+        }),
         ("reconcile_ratio", w.reconcile_ratio, |c| {
             c.workload.reconcile_ratio = 0.0
         }),
@@ -702,6 +691,7 @@ pub fn shrink(
     };
     let mut search = Search {
         opts,
+        budget: opts.budget_runs,
         target,
         seed: opts.seed,
         runs: 1,
@@ -777,6 +767,22 @@ pub fn shrink(
             break;
         }
     }
+    // Named for what it is, and run once more as written.
+    let mut named = current.clone();
+    named.scenario.name = format!("{}_shrunk", scenario.scenario.name);
+    named.scenario.summary = format!(
+        "shrunk from scenario {} at seed {}: breaks {}",
+        scenario.scenario.name, opts.seed, search.target
+    );
+    let budget_spent = search.spent;
+    search.budget = u64::MAX;
+    if let Some((parsed, t)) = Search::reparse(&named)
+        && let Some(seed) = search.fails(&parsed)
+    {
+        search.seed = seed;
+        current = parsed;
+        text = t;
+    }
     Ok(Shrunk {
         after: Size::of(&current),
         scenario: current,
@@ -786,7 +792,7 @@ pub fn shrink(
         before,
         runs: search.runs,
         steps,
-        budget_spent: search.spent,
+        budget_spent,
     })
 }
 
@@ -828,22 +834,25 @@ mod tests {
 
     #[test]
     fn resolved_chaos_makes_the_same_run() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../scenarios/0011_partition_with_lease_churn.toml");
-        let s = Scenario::load(&path).unwrap();
-        let opts = |seed| RunOptions {
-            seed,
-            ..RunOptions::default()
-        };
-        for seed in [1, 2] {
-            let Some(resolved) = resolve_chaos(&s, seed) else {
-                return;
-            };
+        let text = format!(
+            "{}\n[chaos]\nreplica_crashes = 2\nregistry_crashes = 1\npartitions = 2\nholds = 1\nloss_windows = 1\nclock_jumps = 1\n",
+            crate::scenario::STANDARD_SCENARIO
+        );
+        let s = Scenario::parse("chaos.toml", &text).unwrap();
+        for seed in 1..=3 {
+            let resolved = resolve_chaos(&s, seed).expect("chaos to resolve");
             let (resolved, _) = Search::reparse(&resolved).expect("resolved chaos is valid");
-            let a = run(&s, &opts(seed)).unwrap();
-            let b = run(&resolved, &opts(seed)).unwrap();
-            assert_eq!(a.counters, b.counters, "seed {seed}");
+            assert!(resolved.chaos.is_empty());
+            assert_eq!(Size::of(&resolved).faults, Size::of(&s).faults);
+            let opts = RunOptions {
+                seed,
+                ..RunOptions::default()
+            };
+            let a = run(&s, &opts).unwrap();
+            let b = run(&resolved, &opts).unwrap();
             assert_eq!(a.faults_fired, b.faults_fired, "seed {seed}");
+            assert_eq!(a.counters, b.counters, "seed {seed}");
+            assert_eq!(a.trace_hash, b.trace_hash, "seed {seed}");
         }
     }
 }

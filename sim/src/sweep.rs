@@ -436,7 +436,11 @@ pub fn xml_escape(text: &str) -> String {
 /// The JUnit XML of a sweep: one `<testcase>` per completed seed, named
 /// `seed N`; a failing one carries a `<failure>` with the invariant and
 /// the repro command.
-pub fn junit(summary: &SweepSummary, outcomes: &[SeedOutcome], repro: impl Fn(u64) -> String) -> String {
+pub fn junit(
+    summary: &SweepSummary,
+    outcomes: &[SeedOutcome],
+    repro: impl Fn(u64) -> String,
+) -> String {
     let i = &summary.inputs;
     let suite = if i.shard == "1/1" {
         format!("connreg-sim sweep {}", i.name)

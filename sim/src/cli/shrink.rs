@@ -127,7 +127,10 @@ pub(crate) fn shrink(args: ShrinkArgs) -> u8 {
         shrunk.seed,
         run_opts(Some(&out), shrunk.seed, false)
     ));
-    header.push_str(&format!("# Before: {}\n# After:  {}\n\n", shrunk.before, shrunk.after));
+    header.push_str(&format!(
+        "# Before: {}\n# After:  {}\n\n",
+        shrunk.before, shrunk.after
+    ));
     if let Err(e) = std::fs::write(&args.out, header + &shrunk.text) {
         return bad(format!("{out}: {e}"));
     }
@@ -155,7 +158,11 @@ pub(crate) fn shrink(args: ShrinkArgs) -> u8 {
             ""
         }
     );
-    say!("  written to {out}; it breaks {} at seed {}", shrunk.invariant, shrunk.seed);
+    say!(
+        "  written to {out}; it breaks {} at seed {}",
+        shrunk.invariant,
+        shrunk.seed
+    );
     say!("reproduce: {}", run_opts(Some(&out), shrunk.seed, false));
     OK
 }

@@ -282,9 +282,9 @@ pub(crate) fn sweep(args: SweepArgs) -> u8 {
     );
     match ended {
         Ended::Complete => {}
-        Ended::Stopped => say!(
-            "  stopped at the first failing seed (--fail-fast) after {done} of {total} seeds"
-        ),
+        Ended::Stopped => {
+            say!("  stopped at the first failing seed (--fail-fast) after {done} of {total} seeds")
+        }
         Ended::Interrupted => say!("  interrupted: {done} of {total} seeds completed"),
     }
     say!("  {} passed, {} failed", done - failed, failed);
