@@ -454,7 +454,8 @@ fn duration_floor(s: &Scenario) -> u64 {
 fn knobs(s: &Scenario) -> Candidates {
     let mut out = Vec::new();
     let w = &s.workload;
-    let ratios: [(&str, f64, fn(&mut Scenario)); 6] = [
+    type Zero = fn(&mut Scenario);
+    let ratios: [(&str, f64, Zero); 6] = [
         ("duplicate_ratio", w.duplicate_ratio, |c| {
             c.workload.duplicate_ratio = 0.0
         }),

@@ -194,6 +194,8 @@ fn ctrl_c_writes_the_partial_reports_and_exits_130() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Real time, outside any run: let the sweep get going.
+    #[allow(clippy::disallowed_methods)]
     std::thread::sleep(std::time::Duration::from_secs(3));
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
