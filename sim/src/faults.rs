@@ -94,6 +94,13 @@ pub(crate) struct Scheduled {
     pub(crate) action: Action,
 }
 
+/// The generator `[chaos]` draws from for `seed`: apart from turmoil's,
+/// so resolving chaos into scheduled faults (`shrink`) draws the same.
+pub(crate) fn chaos_rng(seed: u64) -> SmallRng {
+    use rand::SeedableRng;
+    SmallRng::seed_from_u64(crate::hosts::mix64(seed ^ 0xc4a0_5c4a_05c4_a05c))
+}
+
 /// The whole schedule, in time order.
 pub(crate) fn schedule(s: &Scenario, hosts: &[String], rng: &mut SmallRng) -> Vec<Scheduled> {
     let mut out = Vec::new();

@@ -41,6 +41,10 @@
 //!   hosts.
 //! - `postgres`: the PostgreSQL tier: the fault proxy in front of the
 //!   server, database faults, commit order.
+//! - [`sweep`]: seed sweeps on worker threads, shards, JUnit and JSON
+//!   reports.
+//! - [`shrink`]: from a failing seed to a smaller scenario file that
+//!   fails the same way.
 //! - [`limits`]: every bound, named.
 
 pub mod backend;
@@ -51,7 +55,9 @@ pub mod limits;
 pub mod plant;
 pub mod run;
 pub mod scenario;
+pub mod shrink;
 pub mod swarm;
+pub mod sweep;
 pub mod trace;
 pub mod wire;
 

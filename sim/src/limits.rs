@@ -76,12 +76,60 @@ pub const VIOLATIONS_RECORDED_MAX: usize = 64;
 /// Largest seed range one sweep runs.
 pub const SWEEP_SEEDS_MAX: u64 = 10_000_000;
 
+/// Most worker threads one sweep runs seeds on (`--jobs`). Each runs whole
+/// seeds, one at a time; past the machine's cores more only adds memory.
+pub const SWEEP_JOBS_MAX: usize = 64;
+
+/// Most shards a seed range may be split into (`--shard I/N`).
+pub const SWEEP_SHARDS_MAX: u64 = 1_024;
+
+/// Most seeds a sweep's workers may run ahead of the first seed not yet
+/// reported: the results held to report in seed order stay bounded.
+pub const SWEEP_REORDER_WINDOW_SEEDS: usize = 256;
+
+/// Stack of one sweep worker thread, in bytes: a run's futures nest as
+/// deep on a worker as on the main thread (8 MiB by default), and the
+/// default for spawned threads (2 MiB) is smaller.
+pub const SWEEP_WORKER_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+/// A sweep of more seeds than this prints its estimated duration once the
+/// first `SWEEP_ESTIMATE_SAMPLE_SEEDS` seeds have run.
+pub const SWEEP_ESTIMATE_SEEDS_MIN: u64 = 200;
+
+/// Seeds timed before a long sweep estimates its duration.
+pub const SWEEP_ESTIMATE_SAMPLE_SEEDS: u64 = 8;
+
+/// Wall seconds between two progress lines of a sweep whose standard
+/// error is not a terminal (a CI log).
+pub const SWEEP_PROGRESS_INTERVAL_S: u64 = 10;
+
+/// Failing seeds a sweep describes one by one on standard output; past
+/// it, the rest are listed by number (and in full in `--json`).
+pub const SWEEP_FAILURES_PRINTED_MAX: usize = 20;
+
+/// Runs a shrink may spend by default (`--budget`): each candidate
+/// scenario costs one run per seed tried, at most
+/// `SHRINK_SEEDS_PER_CANDIDATE`.
+pub const SHRINK_RUNS_DEFAULT: u64 = 400;
+
+/// Most runs `--budget` may allow.
+pub const SHRINK_RUNS_MAX: u64 = 100_000;
+
+/// Seeds a shrink tries per candidate: the seed it last failed at, the
+/// given seed, and the ones after it, up to this many in all.
+pub const SHRINK_SEEDS_PER_CANDIDATE: u64 = 4;
+
 const _: () = {
     assert!(TICK_MS_MAX >= 1);
     assert!(DURATION_MS_MAX >= TICK_MS_MAX);
     assert!(REPLICAS_MAX <= FLEET_RECORDS_MAX);
     assert!(FRAME_BYTES_MAX > connreg::limits::PAGE_BYTES_MAX);
     assert!(FLEET_RECORDS_MAX * 6 <= connreg::limits::PUBLICATION_CHANGES_MAX);
+    assert!(SWEEP_JOBS_MAX >= 1);
+    assert!(SWEEP_REORDER_WINDOW_SEEDS >= SWEEP_JOBS_MAX);
+    assert!(SWEEP_ESTIMATE_SAMPLE_SEEDS < SWEEP_ESTIMATE_SEEDS_MIN);
+    assert!(SHRINK_RUNS_DEFAULT <= SHRINK_RUNS_MAX);
+    assert!(SHRINK_SEEDS_PER_CANDIDATE >= 1 && SHRINK_SEEDS_PER_CANDIDATE <= SHRINK_RUNS_DEFAULT);
 };
 
 /// Longest `db_stall`, in real milliseconds: the world waits for the

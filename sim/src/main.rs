@@ -2,16 +2,14 @@
 //! planted bugs, re-check a trace. Exit status: 0 when every invariant
 //! held, 1 on a violation, 2 on bad input.
 
-use std::io::{BufRead, IsTerminal};
+use std::io::BufRead;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use connreg_sim::{
-    BackendKind, PlantedBug, RunOptions, RunReport, Scenario, TraceTarget, parse_seed_range,
-    recheck, repro_command, resolve_scenario_path, run,
+    BackendKind, PlantedBug, RunOptions, RunReport, Scenario, TraceTarget, recheck, repro_command,
+    resolve_scenario_path, run,
 };
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Deterministic simulation of a connector fleet around the registry.
 #[derive(Parser)]
@@ -26,7 +24,10 @@ enum Command {
     /// Run one seed of a scenario (the default: the standard scenario, seed 1).
     Run(RunArgs),
     /// Run a range of seeds of a scenario.
-    Sweep(SweepArgs),
+    Sweep(cli::sweep::SweepArgs),
+    /// Shrink a failing seed's scenario to a smaller scenario file that
+    /// breaks the same invariant.
+    Shrink(cli::shrink::ShrinkArgs),
     /// List the planted bugs, each with the scenario that catches it at
     /// seed 1 and the invariant that reports it.
     Plants,
@@ -74,25 +75,6 @@ struct RunArgs {
     swarm: bool,
 }
 
-#[derive(clap::Args)]
-struct SweepArgs {
-    /// Scenario file.
-    #[arg(long)]
-    scenario: String,
-    /// Seeds: A..B (B excluded) or A..=B.
-    #[arg(long)]
-    seeds: String,
-    /// The backend.
-    #[arg(long, value_enum, default_value = "memory")]
-    backend: BackendArg,
-    /// Switch on a planted bug.
-    #[arg(long)]
-    plant: Option<String>,
-    /// Draw fault probabilities and fleet shape from each seed.
-    #[arg(long)]
-    swarm: bool,
-}
-
 /// Prints a line to stdout; a closed pipe (`| head`) is not an error.
 macro_rules! say {
     ($($arg:tt)*) => {{
@@ -100,6 +82,8 @@ macro_rules! say {
         let _ = writeln!(std::io::stdout(), $($arg)*);
     }};
 }
+
+mod cli;
 
 const OK: u8 = 0;
 const VIOLATION: u8 = 1;
@@ -112,7 +96,8 @@ fn main() -> ExitCode {
         ..RunArgs::default()
     })) {
         Command::Run(args) => run_one(args),
-        Command::Sweep(args) => sweep(args),
+        Command::Sweep(args) => cli::sweep::sweep(args),
+        Command::Shrink(args) => cli::shrink::shrink(args),
         Command::Plants => {
             for p in PlantedBug::all() {
                 say!(
@@ -252,112 +237,6 @@ fn print_violations(r: &RunReport, max: usize) {
     for v in r.violations.iter().take(max) {
         say!("  - {} [{}]: {}", v.invariant, v.rules, v.detail);
     }
-}
-
-fn sweep(args: SweepArgs) -> u8 {
-    let scenario = match load(Some(&args.scenario)) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let plant = match plant(args.plant.as_deref()) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let seeds = match parse_seed_range(&args.seeds) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("connreg-sim: {e}");
-            return BAD_INPUT;
-        }
-    };
-    let total = seeds.end - seeds.start;
-    let bar = ProgressBar::new(total);
-    if std::io::stderr().is_terminal() {
-        bar.set_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {per_sec}, eta {eta} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-    } else {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    // Measures the sweep (seeds per minute), never the simulation.
-    #[allow(clippy::disallowed_methods)]
-    let started = Instant::now(); // determinism-ok: sweep timing only
-    let mut failures: Vec<(u64, RunReport)> = Vec::new();
-    let backend = BackendKind::from(args.backend);
-    for seed in seeds.clone() {
-        let opts = RunOptions {
-            seed,
-            backend,
-            plant,
-            swarm: args.swarm,
-            trace: TraceTarget::Hash,
-        };
-        match run(&scenario, &opts) {
-            Ok(report) => {
-                if !report.ok() {
-                    bar.set_message(format!("{} failed", failures.len() + 1));
-                    failures.push((seed, report));
-                }
-            }
-            Err(e) => {
-                bar.abandon();
-                eprintln!("connreg-sim: seed {seed}: {e}");
-                return BAD_INPUT;
-            }
-        }
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    let secs = started.elapsed().as_secs_f64();
-    let per_minute = if secs > 0.0 {
-        total as f64 * 60.0 / secs
-    } else {
-        0.0
-    };
-    say!(
-        "connreg-sim sweep: scenario {} ({}), seeds {}..{} ({total} seeds), backend {}{}{}",
-        scenario.scenario.name,
-        args.scenario,
-        seeds.start,
-        seeds.end,
-        backend.name(),
-        plant
-            .map(|p| format!(", plant {}", p.name()))
-            .unwrap_or_default(),
-        if args.swarm { ", swarm" } else { "" },
-    );
-    say!(
-        "  {} passed, {} failed in {secs:.1} s ({per_minute:.0} seeds/minute)",
-        total - failures.len() as u64,
-        failures.len()
-    );
-    if failures.is_empty() {
-        return OK;
-    }
-    for (seed, report) in failures.iter().take(10) {
-        let first = report
-            .violations
-            .first()
-            .map(|v| format!("{}: {}", v.invariant, v.detail))
-            .unwrap_or_default();
-        say!(
-            "  seed {seed}: {} violation(s); first: {first}",
-            report.violation_count
-        );
-        let opts = RunOptions {
-            seed: *seed,
-            backend,
-            plant,
-            swarm: args.swarm,
-            trace: TraceTarget::Hash,
-        };
-        say!(
-            "    reproduce: {}",
-            repro_command(Some(&args.scenario), &opts)
-        );
-    }
-    VIOLATION
 }
 
 fn check_trace(path: &std::path::Path) -> u8 {

@@ -69,13 +69,13 @@ pub struct Scenario {
     /// Dispatchers, readers and operators.
     pub workload: Workload,
     /// Faults scheduled at fixed times.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<Spanned<FaultSpec>>,
     /// Faults drawn from the seed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Chaos::is_empty")]
     pub chaos: Chaos,
     /// Outcome counts the run must see.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Expect::is_empty")]
     pub expect: Expect,
 }
 
@@ -629,19 +629,19 @@ pub struct FaultSpec {
     #[serde(default)]
     pub until_ms: Option<u64>,
     /// For `crash`: host names; `name*` matches a prefix.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
     /// For `crash`: when the hosts restart.
     #[serde(default)]
     pub restart_ms: Option<u64>,
     /// One side of a link fault.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub a: Vec<String>,
     /// The other side of a link fault.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub b: Vec<String>,
     /// For `partition`: only from `a` to `b`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub oneway: bool,
     /// For `latency`.
     #[serde(default)]
@@ -650,7 +650,7 @@ pub struct FaultSpec {
     #[serde(default)]
     pub rate: Option<f64>,
     /// For `lose_answers`: which operations (`resolve`, `settle`, ...).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ops: Vec<String>,
     /// For `lose_answers`: how many answers.
     #[serde(default)]
@@ -672,41 +672,61 @@ pub struct FaultSpec {
 #[serde(deny_unknown_fields)]
 pub struct Chaos {
     /// Probability that a registry drops a committed answer.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub lose_answer_ratio: f64,
     /// Random replica crashes, each restarted after 100..600 ms.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub replica_crashes: u32,
     /// Random registry host crashes, each restarted after 50..300 ms.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub registry_crashes: u32,
     /// Random partitions between a dispatcher or replica and a registry.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub partitions: u32,
     /// Random holds between a dispatcher and a registry.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub holds: u32,
     /// Random message loss windows.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub loss_windows: u32,
     /// Random forward clock jumps of up to two lease lengths.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub clock_jumps: u32,
     /// PostgreSQL only: random `db_cut`s (half of them `next_commit`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub db_cuts: u32,
     /// PostgreSQL only: random `db_stall`s of 50..500 real milliseconds.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub db_stalls: u32,
     /// PostgreSQL only: random `db_terminate`s.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub db_terminates: u32,
     /// PostgreSQL only: random `db_restart`s (seconds of real time each).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub db_restarts: u32,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+fn is_zero_f64(r: &f64) -> bool {
+    *r == 0.0
+}
+
 impl Chaos {
+    /// True when it draws nothing.
+    pub fn is_empty(&self) -> bool {
+        self.lose_answer_ratio == 0.0
+            && self.replica_crashes
+                + self.registry_crashes
+                + self.partitions
+                + self.holds
+                + self.loss_windows
+                + self.clock_jumps
+                == 0
+            && !self.has_database_faults()
+    }
+
     /// True when it draws database faults.
     pub fn has_database_faults(&self) -> bool {
         self.db_cuts + self.db_stalls + self.db_terminates + self.db_restarts > 0
@@ -718,11 +738,18 @@ impl Chaos {
 #[serde(deny_unknown_fields)]
 pub struct Expect {
     /// Lower bounds.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "CounterBounds::is_empty")]
     pub at_least: CounterBounds,
     /// Upper bounds.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "CounterBounds::is_empty")]
     pub at_most: CounterBounds,
+}
+
+impl Expect {
+    /// True when no counter is bounded.
+    pub fn is_empty(&self) -> bool {
+        self.at_least.is_empty() && self.at_most.is_empty()
+    }
 }
 
 /// The operations a registry answers, as `lose_answers` names them.

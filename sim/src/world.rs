@@ -16,15 +16,13 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use connreg::{ActionId, ManualClock, ReplicaId, RouteRecord, ScopeId, StoreSnapshot, Timestamp};
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
 
 use crate::backend::{Backend, Store};
 use crate::check::Checker;
 use crate::counters::Counters;
-use crate::faults::{Action, Database, Scheduled, schedule};
+use crate::faults::{Action, Database, Scheduled, chaos_rng, schedule};
 use crate::fleet::{FleetPlan, MixPlan};
-use crate::hosts::{self, Ctx, LoseWindow, mix64};
+use crate::hosts::{self, Ctx, LoseWindow};
 use crate::limits::{SNAPSHOT_ATTEMPTS_MAX, STEPS_MAX, VIOLATIONS_RECORDED_MAX};
 use crate::plant::PlantedBug;
 use crate::scenario::{
@@ -243,8 +241,7 @@ pub(crate) fn simulate<B: Backend>(
         .build();
     add_hosts(&mut sim, &ctx, &store);
     let hosts = scenario.host_names();
-    let mut chaos_rng = SmallRng::seed_from_u64(mix64(params.seed ^ 0xc4a0_5c4a_05c4_a05c));
-    let mut plan_faults = schedule(&scenario, &hosts, &mut chaos_rng)
+    let mut plan_faults = schedule(&scenario, &hosts, &mut chaos_rng(params.seed))
         .into_iter()
         .peekable();
 
