@@ -41,14 +41,18 @@
 //!   hosts.
 //! - `postgres`: the PostgreSQL tier: the fault proxy in front of the
 //!   server, database faults, commit order.
+//! - [`explain`]: a failing trace told as a story, and drawn as a page.
+//! - [`replay`]: running again what a trace recorded.
 //! - [`limits`]: every bound, named.
 
 pub mod backend;
 pub mod check;
 pub mod counters;
+pub mod explain;
 pub mod fleet;
 pub mod limits;
 pub mod plant;
+pub mod replay;
 pub mod run;
 pub mod scenario;
 pub mod swarm;
