@@ -171,7 +171,12 @@ fn plant(name: Option<&str>) -> Result<Option<PlantedBug>, u8> {
 }
 
 fn run_one(mut args: RunArgs) -> u8 {
-    let replay = match args.replay.take().map(|t| replay_into(&t, &mut args)).transpose() {
+    let replay = match args
+        .replay
+        .take()
+        .map(|t| replay_into(&t, &mut args))
+        .transpose()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("connreg-sim: {e}");

@@ -31,8 +31,8 @@ pub fn recorded(path: &Path) -> Result<Recorded, String> {
         .map_while(Result::ok)
         .find(|l| !l.trim().is_empty())
         .ok_or_else(|| format!("{}: the trace is empty", path.display()))?;
-    let record: Record = serde_json::from_str(&first)
-        .map_err(|e| format!("{}: line 1: {e}", path.display()))?;
+    let record: Record =
+        serde_json::from_str(&first).map_err(|e| format!("{}: line 1: {e}", path.display()))?;
     let crate::trace::Event::Start(start) = record.event else {
         return Err(format!(
             "{}: a trace starts with its `start` line",

@@ -1016,10 +1016,27 @@ fn bounded(at: impl Into<At>, what: &str, v: u64, min: u64, max: u64) -> Check {
 impl Validator<'_> {
     fn meta(&self) -> Check {
         let m = &self.s.scenario;
-        bounded(At::Named, "scenario.duration_ms", m.duration_ms, 1, DURATION_MS_MAX)?;
-        bounded(At::Named, "scenario.liveness_ms", m.liveness_ms, 1, LIVENESS_MS_MAX)?;
+        bounded(
+            At::Named,
+            "scenario.duration_ms",
+            m.duration_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
+        bounded(
+            At::Named,
+            "scenario.liveness_ms",
+            m.liveness_ms,
+            1,
+            LIVENESS_MS_MAX,
+        )?;
         bounded(At::Named, "scenario.tick_ms", m.tick_ms, 1, TICK_MS_MAX)?;
-        range_ok(At::Named, "scenario.latency_ms", m.latency_ms, LATENCY_MS_MAX)?;
+        range_ok(
+            At::Named,
+            "scenario.latency_ms",
+            m.latency_ms,
+            LATENCY_MS_MAX,
+        )?;
         let r = &self.s.registry;
         bounded(
             At::Named,
@@ -1266,7 +1283,12 @@ impl Validator<'_> {
             0,
             self.s.scenario.duration_ms,
         )?;
-        range_ok(At::Named, "workload.start_gap_ms", w.start_gap_ms, DURATION_MS_MAX)?;
+        range_ok(
+            At::Named,
+            "workload.start_gap_ms",
+            w.start_gap_ms,
+            DURATION_MS_MAX,
+        )?;
         range_ok(At::Named, "workload.exec_ms", w.exec_ms, DURATION_MS_MAX)?;
         bounded(
             At::Named,
@@ -1282,7 +1304,13 @@ impl Validator<'_> {
             1,
             DURATION_MS_MAX,
         )?;
-        bounded(At::Named, "workload.backoff_ms", w.backoff_ms, 1, DURATION_MS_MAX)?;
+        bounded(
+            At::Named,
+            "workload.backoff_ms",
+            w.backoff_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
         bounded(
             At::Named,
             "workload.duplicates",

@@ -36,7 +36,10 @@ pub fn draw_recorded(base: &Scenario, seed: u64, database: bool) -> (Scenario, D
     put("registry.hosts".into(), s.registry.hosts.into());
     for r in &s.fleet.replicas {
         let r = r.get_ref();
-        put(format!("fleet.replicas.{}.capacity", r.id), r.capacity.into());
+        put(
+            format!("fleet.replicas.{}.capacity", r.id),
+            r.capacity.into(),
+        );
     }
     for sc in &s.fleet.scopes {
         let sc = sc.get_ref();
@@ -46,7 +49,10 @@ pub fn draw_recorded(base: &Scenario, seed: u64, database: bool) -> (Scenario, D
     put("lifecycle.lease_ttl_ms".into(), l.lease_ttl_ms.into());
     put("lifecycle.heartbeat_ms".into(), l.heartbeat_ms.into());
     put("lifecycle.maintenance_ms".into(), l.maintenance_ms.into());
-    put("lifecycle.maintenance_batch".into(), l.maintenance_batch.into());
+    put(
+        "lifecycle.maintenance_batch".into(),
+        l.maintenance_batch.into(),
+    );
     let w = &s.workload;
     put("workload.dispatchers".into(), w.dispatchers.into());
     put("workload.concurrency".into(), w.concurrency.into());
@@ -54,8 +60,14 @@ pub fn draw_recorded(base: &Scenario, seed: u64, database: bool) -> (Scenario, D
     put("workload.duplicates".into(), w.duplicates.into());
     put("workload.cancel_ratio".into(), w.cancel_ratio.into());
     put("workload.reconcile_ratio".into(), w.reconcile_ratio.into());
-    put("workload.repeat_settle_ratio".into(), w.repeat_settle_ratio.into());
-    put("workload.stale_settle_ratio".into(), w.stale_settle_ratio.into());
+    put(
+        "workload.repeat_settle_ratio".into(),
+        w.repeat_settle_ratio.into(),
+    );
+    put(
+        "workload.stale_settle_ratio".into(),
+        w.stale_settle_ratio.into(),
+    );
     let c = &s.chaos;
     put("chaos.lose_answer_ratio".into(), c.lose_answer_ratio.into());
     put("chaos.replica_crashes".into(), c.replica_crashes.into());

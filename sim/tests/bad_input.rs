@@ -95,7 +95,11 @@ fn check_trace_refuses_an_unknown_format_as_bad_input() {
         r#"{"t":0,"ev":"start","format":"3"}"#,
         r#"{"t":0,"ev":"start"}"#,
     ] {
-        std::fs::write(&path, format!("{start}\n{{\"t\":0,\"ev\":\"heal\",\"deadline_ms\":5}}\n")).unwrap();
+        std::fs::write(
+            &path,
+            format!("{start}\n{{\"t\":0,\"ev\":\"heal\",\"deadline_ms\":5}}\n"),
+        )
+        .unwrap();
         let out = sim(&["check-trace", path.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{start}: {err}");

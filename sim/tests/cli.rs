@@ -54,13 +54,15 @@ fn a_violation_exits_1_and_prints_the_repro_command() {
         .canonicalize()
         .unwrap();
     assert!(
-        repro.starts_with("cargo run --manifest-path /") && repro.contains("/Cargo.toml -p connreg-sim --release -- run"),
+        repro.starts_with("cargo run --manifest-path /")
+            && repro.contains("/Cargo.toml -p connreg-sim --release -- run"),
         "{repro}"
     );
     assert!(
         repro.ends_with(&format!(
             "-- run --scenario {} --seed 4 --plant double-release --trace seed-4.trace.jsonl",
-            root.join("scenarios/0003_retry_after_lost_answer.toml").display()
+            root.join("scenarios/0003_retry_after_lost_answer.toml")
+                .display()
         )),
         "{repro} ({})",
         manifest.display()

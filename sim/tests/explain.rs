@@ -87,7 +87,9 @@ fn a_failing_run_points_every_violation_at_its_time_lines_and_actions() {
         .iter()
         .find(|v| v["invariant"] == "no_silent_failover")
         .expect("failover-on-retry breaks no_silent_failover");
-    let action = failover["actions"][0].as_str().expect("it names its action");
+    let action = failover["actions"][0]
+        .as_str()
+        .expect("it names its action");
     let line = failover["lines"][0].as_u64().unwrap() as usize;
     assert!(
         records[line - 1].to_string().contains(action),
@@ -95,7 +97,10 @@ fn a_failing_run_points_every_violation_at_its_time_lines_and_actions() {
     );
     // `run` prints every violation, or the count and where the rest are.
     let printed = stdout.lines().filter(|l| l.starts_with("  - ")).count() as u64;
-    assert!(printed == total || stdout.contains("more not shown"), "{stdout}");
+    assert!(
+        printed == total || stdout.contains("more not shown"),
+        "{stdout}"
+    );
     assert!(stdout.contains(" ms, trace lines "), "{stdout}");
     assert!(stdout.contains("explain: connreg-sim explain "), "{stdout}");
     std::fs::remove_dir_all(&dir).ok();
@@ -125,11 +130,16 @@ fn the_start_line_records_version_revision_scenario_hash_and_swarm_draws() {
     assert!(start["revision"].as_str().is_some_and(|r| !r.is_empty()));
     assert_eq!(start["scenario_file"], "0001_steady_state.toml");
     let bytes = std::fs::read(root().join("scenarios/0001_steady_state.toml")).unwrap();
-    let source = connreg_sim::scenario::ScenarioSource::of("x", std::str::from_utf8(&bytes).unwrap());
+    let source =
+        connreg_sim::scenario::ScenarioSource::of("x", std::str::from_utf8(&bytes).unwrap());
     assert_eq!(start["scenario_sha256"], source.sha256.as_str());
     assert_eq!(source.sha256.len(), 64);
     let draws = start["swarm_draws"].as_object().expect("swarm draws");
-    for key in ["workload.concurrency", "chaos.partitions", "lifecycle.lease_ttl_ms"] {
+    for key in [
+        "workload.concurrency",
+        "chaos.partitions",
+        "lifecycle.lease_ttl_ms",
+    ] {
         assert!(draws.contains_key(key), "{key} missing from {draws:?}");
     }
     std::fs::remove_dir_all(&dir).ok();
@@ -154,7 +164,9 @@ fn explain_tells_the_story_of_the_first_violations_actions() {
     assert!(story.contains("story of "), "{story}");
     let marked: Vec<&str> = story.lines().filter(|l| l.starts_with("!!")).collect();
     assert!(
-        marked.iter().any(|l| l.contains("VIOLATION no_silent_failover")),
+        marked
+            .iter()
+            .any(|l| l.contains("VIOLATION no_silent_failover")),
         "{story}"
     );
     assert!(story.lines().any(|l| l.starts_with("<-")), "{story}");
@@ -165,7 +177,12 @@ fn explain_tells_the_story_of_the_first_violations_actions() {
     // An action that is not in the trace: a story with no event of it.
     let other = sim_in(
         &root(),
-        &["explain", trace.to_str().unwrap(), "--action", "no-such-action"],
+        &[
+            "explain",
+            trace.to_str().unwrap(),
+            "--action",
+            "no-such-action",
+        ],
     );
     assert_eq!(other.status.code(), Some(0));
     assert!(text(&other).contains("no event names no-such-action"));
@@ -207,13 +224,28 @@ fn trace_text_cannot_inject_markup_into_the_page() {
     let page = dir.join("p.html");
     let out = sim_in(
         &dir,
-        &["explain", trace.to_str().unwrap(), "--html", page.to_str().unwrap()],
+        &[
+            "explain",
+            trace.to_str().unwrap(),
+            "--html",
+            page.to_str().unwrap(),
+        ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(!html.contains("<img"), "trace text reached the page as markup");
-    assert!(!html.contains("<b>bold"), "trace text reached the page as markup");
-    assert_eq!(html.matches("</script>").count(), 2, "a trace string closed a script element");
+    assert!(
+        !html.contains("<img"),
+        "trace text reached the page as markup"
+    );
+    assert!(
+        !html.contains("<b>bold"),
+        "trace text reached the page as markup"
+    );
+    assert_eq!(
+        html.matches("</script>").count(),
+        2,
+        "a trace string closed a script element"
+    );
     assert!(html.contains("\\u003c/script\\u003e\\u003cimg"));
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -271,7 +303,11 @@ fn replay_reproduces_a_trace_and_warns_when_the_scenario_file_changed() {
         sim_in(&dir, &args)
     };
     let same = replay(&["--scenario", scenario.to_str().unwrap()]);
-    assert!(text(&same).contains("identical to the recorded one"), "{}", text(&same));
+    assert!(
+        text(&same).contains("identical to the recorded one"),
+        "{}",
+        text(&same)
+    );
     assert!(!String::from_utf8_lossy(&same.stderr).contains("warning"));
     let mut edited = std::fs::read_to_string(&scenario).unwrap();
     edited.push_str("\n# edited after the trace was made\n");

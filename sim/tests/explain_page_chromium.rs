@@ -13,7 +13,12 @@ fn chromium() -> PathBuf {
     if let Ok(given) = std::env::var("CHROMIUM") {
         return PathBuf::from(given);
     }
-    for name in ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"] {
+    for name in [
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+    ] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {name}")])
             .output()
@@ -63,7 +68,12 @@ fn the_page_of_a_planted_bug_renders_in_chromium_without_console_errors() {
     let page = dir.join("failover.html");
     let explain = sim(
         &dir,
-        &["explain", trace.to_str().unwrap(), "--html", page.to_str().unwrap()],
+        &[
+            "explain",
+            trace.to_str().unwrap(),
+            "--html",
+            page.to_str().unwrap(),
+        ],
     );
     assert_eq!(explain.status.code(), Some(0));
     let url = format!("file://{}", page.canonicalize().unwrap().display());
@@ -87,13 +97,19 @@ fn the_page_of_a_planted_bug_renders_in_chromium_without_console_errors() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "chromium failed: {log}");
     // The script ran to its end and drew the chart and the violation.
-    assert!(dom.contains("data-rendered=\"done\""), "the script did not finish:\n{log}");
+    assert!(
+        dom.contains("data-rendered=\"done\""),
+        "the script did not finish:\n{log}"
+    );
     assert!(dom.contains("data-rendered=\"chart\""), "no chart:\n{log}");
     assert!(
         dom.contains("data-rendered=\"violation\"") && dom.contains("VIOLATION no_silent_failover"),
         "the violation is not shown:\n{log}"
     );
-    assert!(dom.contains("data-rendered=\"violation-marker\""), "no violation marker on the chart");
+    assert!(
+        dom.contains("data-rendered=\"violation-marker\""),
+        "no violation marker on the chart"
+    );
     // No console output at all: the page logs nothing, and Chromium logs
     // every console message, uncaught exception and blocked load as a
     // `CONSOLE` line on stderr (`console.error("x")` prints

@@ -13,7 +13,6 @@ use crate::scenario::replica_host;
 use crate::trace::{Event, FaultEvent, Violation};
 use crate::wire::Response;
 
-
 fn response_action(resp: &Response) -> Option<&ActionId> {
     match resp {
         Response::Resolve {
@@ -51,7 +50,8 @@ pub(super) fn of_event(event: &Event, call_action: &BTreeMap<u64, ActionId>) -> 
             c.rpcs.push(*id);
             c.hosts.extend([from.clone(), to.clone()]);
             c.actions.extend(action_of_call(id));
-            c.actions.extend(response_action(resp).map(|a| a.to_string()));
+            c.actions
+                .extend(response_action(resp).map(|a| a.to_string()));
         }
         Event::Delivered { id } => {
             c.rpcs.push(*id);

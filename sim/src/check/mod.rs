@@ -268,13 +268,7 @@ impl Checker {
             let event = context::of_event(&record.event, &self.call_action);
             let mut found = std::mem::take(&mut self.found);
             for v in &mut found[before..] {
-                context::annotate(
-                    v,
-                    Some(line),
-                    &event,
-                    &self.action_lines,
-                    &self.route_lines,
-                );
+                context::annotate(v, Some(line), &event, &self.action_lines, &self.route_lines);
             }
             self.found = found;
         }

@@ -104,7 +104,10 @@ pub fn page_bounded(story: &Story, focus: &[String], trace: &str, max: usize) ->
         ),
         ("seed".into(), s.seed.to_string()),
         ("backend".into(), s.backend.clone()),
-        ("plant".into(), s.plant.clone().unwrap_or_else(|| "none".into())),
+        (
+            "plant".into(),
+            s.plant.clone().unwrap_or_else(|| "none".into()),
+        ),
         ("swarm".into(), s.swarm.to_string()),
         ("version".into(), s.version.clone()),
         ("revision".into(), s.revision.clone()),

@@ -141,7 +141,11 @@ pub fn about<'a>(story: &'a Story, actions: &[String]) -> Vec<&'a Item> {
     let violation_about = |line: u64| {
         story.violations.iter().any(|f| {
             f.line == line
-                && (f.violation.actions.iter().any(|a| wanted.contains(a.as_str()))
+                && (f
+                    .violation
+                    .actions
+                    .iter()
+                    .any(|a| wanted.contains(a.as_str()))
                     || f.violation.lines.iter().any(|l| lines.contains(l)))
         })
     };
@@ -171,7 +175,11 @@ pub fn write_story(story: &Story, actions: &[String], out: &mut dyn Write) -> st
             .map(|p| format!(", plant {p}"))
             .unwrap_or_default(),
         if s.swarm { ", swarm" } else { "" },
-        if s.version.is_empty() { "?" } else { &s.version },
+        if s.version.is_empty() {
+            "?"
+        } else {
+            &s.version
+        },
         if s.revision.is_empty() {
             "unknown"
         } else {
@@ -186,7 +194,11 @@ pub fn write_story(story: &Story, actions: &[String], out: &mut dyn Write) -> st
         "violations: {total} found, {} in the trace",
         story.violations.len()
     )?;
-    for f in story.violations.iter().take(crate::limits::VIOLATIONS_PRINTED_MAX) {
+    for f in story
+        .violations
+        .iter()
+        .take(crate::limits::VIOLATIONS_PRINTED_MAX)
+    {
         writeln!(out, "  line {}: {}", f.line, violation_line(&f.violation))?;
     }
     if story.violations.len() > crate::limits::VIOLATIONS_PRINTED_MAX {

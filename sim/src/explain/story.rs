@@ -130,11 +130,15 @@ fn request_text(req: &Request) -> String {
         Request::RouteGet { action, .. } => format!("route_get {action}"),
         Request::Settle { params } => format!(
             "settle {} fence {} as {:?}",
-            params.assignment.identity.action, params.assignment.reservation.fence.0, params.outcome
+            params.assignment.identity.action,
+            params.assignment.reservation.fence.0,
+            params.outcome
         ),
         Request::Execute { assignment } => format!(
             "execute {} fence {} on replica {}",
-            assignment.identity.action, assignment.reservation.fence.0, assignment.destination.replica
+            assignment.identity.action,
+            assignment.reservation.fence.0,
+            assignment.destination.replica
         ),
         Request::Cancel { action, fence } => format!("cancel {action} fence {}", fence.0),
         Request::Drain { replica } => format!("drain {replica}"),
@@ -156,7 +160,9 @@ fn response_text(resp: &Response) -> String {
         )
         .to_lowercase(),
         Response::RouteGet { result: Ok(None) } => "no route".into(),
-        Response::RouteGet { result: Ok(Some(r)) } => format!(
+        Response::RouteGet {
+            result: Ok(Some(r)),
+        } => format!(
             "route on replica {}, fence {}, reserved {}",
             r.assignment.destination.replica, r.assignment.reservation.fence.0, r.reserved
         ),
@@ -170,7 +176,10 @@ fn response_text(resp: &Response) -> String {
         Response::Cancel { running } => format!("cancel: was running {running}"),
         Response::Refused { reason } => format!("refused: {}", short(reason, 80)),
         Response::Maintain { result: Ok(m) } => short(
-            &format!("maintained: {}", serde_json::to_string(m).unwrap_or_default()),
+            &format!(
+                "maintained: {}",
+                serde_json::to_string(m).unwrap_or_default()
+            ),
             160,
         ),
         _ => "ok".into(),
@@ -214,13 +223,15 @@ fn fault_item(f: &FaultEvent) -> (Kind, Vec<String>, String, String) {
         FaultEvent::Latency { a, b, max_ms } => (
             Kind::Fault,
             both(a, b),
-            format!("latency up to {max_ms} ms {} / {}", a.join(","), b.join(",")),
+            format!(
+                "latency up to {max_ms} ms {} / {}",
+                a.join(","),
+                b.join(",")
+            ),
         ),
-        FaultEvent::LatencyRestore { a, b } => (
-            Kind::FaultEnd,
-            both(a, b),
-            "latency restored".into(),
-        ),
+        FaultEvent::LatencyRestore { a, b } => {
+            (Kind::FaultEnd, both(a, b), "latency restored".into())
+        }
         FaultEvent::Loss { rate } => (Kind::Fault, vec![], format!("message loss {rate}")),
         FaultEvent::LossEnd => (Kind::FaultEnd, vec![], "message loss ends".into()),
         FaultEvent::LoseAnswers { ops, count } => (
@@ -289,7 +300,14 @@ pub fn read(reader: impl BufRead) -> Result<Story, ReadError> {
             Event::Rpc { id, from, to, req } => {
                 let action = req.action().map(|a| a.to_string());
                 let text = format!("calls {to}: {} (call {id})", request_text(&req));
-                items.push(item(Kind::Call, &from, vec![to.clone()], Some(id), action.clone(), text));
+                items.push(item(
+                    Kind::Call,
+                    &from,
+                    vec![to.clone()],
+                    Some(id),
+                    action.clone(),
+                    text,
+                ));
                 calls.insert(
                     id,
                     Call {
@@ -311,7 +329,8 @@ pub fn read(reader: impl BufRead) -> Result<Story, ReadError> {
                 let call = calls.get(&id);
                 let action = call.and_then(|c| c.action.clone());
                 let op = call.map_or("?", |c| c.op);
-                let mut text = format!("answers {to} to {op} (call {id}): {}", response_text(&resp));
+                let mut text =
+                    format!("answers {to} to {op} (call {id}): {}", response_text(&resp));
                 if lost {
                     text.push_str(" — the answer is LOST");
                 }
@@ -371,7 +390,14 @@ pub fn read(reader: impl BufRead) -> Result<Story, ReadError> {
                 capability,
             } => {
                 let text = format!("starts action {action} (#{n}, tenant {tenant}, {capability})");
-                items.push(item(Kind::Action, &dispatcher, vec![], None, Some(action.to_string()), text));
+                items.push(item(
+                    Kind::Action,
+                    &dispatcher,
+                    vec![],
+                    None,
+                    Some(action.to_string()),
+                    text,
+                ));
             }
             Event::ActionEnd {
                 dispatcher,
@@ -380,7 +406,14 @@ pub fn read(reader: impl BufRead) -> Result<Story, ReadError> {
                 ..
             } => {
                 let text = format!("ends action {action}: {result}");
-                items.push(item(Kind::Action, &dispatcher, vec![], None, Some(action.to_string()), text));
+                items.push(item(
+                    Kind::Action,
+                    &dispatcher,
+                    vec![],
+                    None,
+                    Some(action.to_string()),
+                    text,
+                ));
             }
             Event::Reconciled {
                 dispatcher,
@@ -389,11 +422,22 @@ pub fn read(reader: impl BufRead) -> Result<Story, ReadError> {
                 ..
             } => {
                 let text = format!("reconciles action {action}: {result}");
-                items.push(item(Kind::Action, &dispatcher, vec![], None, Some(action.to_string()), text));
+                items.push(item(
+                    Kind::Action,
+                    &dispatcher,
+                    vec![],
+                    None,
+                    Some(action.to_string()),
+                    text,
+                ));
             }
             Event::Fault(f) => {
                 let (kind, hosts, text, name) = fault_item(&f);
-                let host = if hosts.len() == 1 { hosts[0].clone() } else { WORLD.to_string() };
+                let host = if hosts.len() == 1 {
+                    hosts[0].clone()
+                } else {
+                    WORLD.to_string()
+                };
                 let mut it = item(kind, &host, hosts, None, None, format!("fault: {text}"));
                 it.fault = Some(name);
                 items.push(it);
@@ -404,8 +448,19 @@ pub fn read(reader: impl BufRead) -> Result<Story, ReadError> {
             }
             Event::Violation(v) => {
                 let text = format!("VIOLATION {} [{}]: {}", v.invariant, v.rules, v.detail);
-                let host = if v.hosts.len() == 1 { v.hosts[0].clone() } else { WORLD.to_string() };
-                let mut it = item(Kind::Violation, &host, v.hosts.clone(), v.rpcs.first().copied(), v.actions.first().cloned(), text);
+                let host = if v.hosts.len() == 1 {
+                    v.hosts[0].clone()
+                } else {
+                    WORLD.to_string()
+                };
+                let mut it = item(
+                    Kind::Violation,
+                    &host,
+                    v.hosts.clone(),
+                    v.rpcs.first().copied(),
+                    v.actions.first().cloned(),
+                    text,
+                );
                 it.t = if v.at_ms > 0 { v.at_ms } else { t };
                 items.push(it);
                 violations.push(Found {
