@@ -159,13 +159,15 @@ h1 { font-size: 16px; margin: 0 0 4px; }
 .meta span { margin-right: 14px; color: #555; }
 .meta b { color: #222; font-weight: 600; }
 #note { color: #8a5a00; background: #fff4d6; padding: 4px 8px; margin: 6px 0; display: none; }
-#violations { margin: 6px 0; padding-left: 18px; }
+#violations { margin: 6px 0; padding-left: 28px; max-height: 16vh; overflow: auto; }
 #violations li { color: #b00020; cursor: pointer; margin: 2px 0; }
 #violations li:hover { text-decoration: underline; }
 #controls { padding: 6px 14px; background: #f0f0f0; border-bottom: 1px solid #ddd; }
 #controls label { margin-right: 10px; }
 #hosts label { display: inline-block; margin-right: 8px; }
-#chart { overflow: auto; max-height: 62vh; background: #fff; border-bottom: 1px solid #ddd; }
+#chart { display: flex; max-height: 62vh; overflow-y: auto; background: #fff; border-bottom: 1px solid #ddd; }
+#labels { flex: none; border-right: 1px solid #ddd; }
+#scroller { flex: auto; overflow-x: auto; }
 svg text { font: 11px system-ui, sans-serif; }
 .lane { stroke: #e4e4e4; }
 .lanelabel { fill: #333; }
@@ -181,6 +183,8 @@ svg text { font: 11px system-ui, sans-serif; }
 .mark { fill: #b00020; }
 table { border-collapse: collapse; margin: 8px 14px; }
 td, th { padding: 1px 8px; text-align: left; vertical-align: top; }
+td { white-space: nowrap; }
+td:last-child { white-space: normal; }
 tr.violation td { color: #b00020; font-weight: 600; }
 tr.pointed td { background: #ffe9ec; }
 td.num { text-align: right; color: #777; }
@@ -199,7 +203,7 @@ td.num { text-align: right; color: #777; }
 <label>zoom <select id="zoom"></select></label>
 <span id="hosts"></span>
 </div>
-<div id="chart"></div>
+<div id="chart"><div id="labels"></div><div id="scroller"></div></div>
 <table id="events"><thead><tr><th></th><th>line</th><th>time</th><th>host</th><th>what happened</th></tr></thead><tbody></tbody></table>
 <noscript>This page draws the trace with JavaScript.</noscript>
 "##;
@@ -350,7 +354,7 @@ const SCRIPT: &str = r##"
     vlist.appendChild(li);
   });
 
-  var LEFT = 150, LANE = 34, TOP = 24;
+  var LEFT = 10, LANE = 34, TOP = 30, LABELS = 150;
   function draw() {
     var af = actionFilter();
     var scale = zoomSel.value === "auto" ? autoScale : Number(zoomSel.value);
@@ -379,9 +383,10 @@ const SCRIPT: &str = r##"
       svg.appendChild(sv("line", { x1: X(t), x2: X(t), y1: TOP - 4, y2: height, stroke: "#f3f3f3" }));
       svg.appendChild(svText({ x: X(t) + 2, y: 12, fill: "#999" }, t + " ms"));
     }
+    var labels = sv("svg", { width: LABELS, height: height });
     lanes.forEach(function (h) {
       svg.appendChild(sv("line", { x1: LEFT, x2: width, y1: y[h], y2: y[h], "class": "lane" }));
-      svg.appendChild(svText({ x: 6, y: y[h] + 4, "class": "lanelabel" }, h));
+      labels.appendChild(svText({ x: 6, y: y[h] + 4, "class": "lanelabel" }, h));
     });
     // Faults as spans: from the fault to its end on the same hosts.
     var open = {};
@@ -430,7 +435,7 @@ const SCRIPT: &str = r##"
         }
       }
       if (c.failed) {
-        svg.appendChild(svText({ x: X(c.failed.t) - 4, y: from - 6, "class": "mark" }, "\u231b",
+        svg.appendChild(svText({ x: X(c.failed.t) - 4, y: from - 6, "class": "mark" }, "timeout",
           "line " + c.failed.line + ": " + c.failed.text));
       }
     });
@@ -445,17 +450,25 @@ const SCRIPT: &str = r##"
         : { x: X(i.t) - 4, y: ly - 4, width: 8, height: 8, fill: foc ? "#e65100" : "#aaa", transform: "rotate(45 " + X(i.t) + " " + ly + ")" },
         "line " + i.line + " @" + i.t + " ms: " + i.host + " " + i.text));
     });
-    // Violations: a red rule at their time.
+    // Violations: a red rule at their time; with an action filter, only
+    // the violations of the filtered actions.
+    var drawnV = 0;
     data.violations.forEach(function (v) {
+      var mine = !af || (v.actions || []).some(function (a) { return af[a] === true; });
+      if (!mine) { return; }
       var x = X(v.at_ms);
-      svg.appendChild(sv("line", { x1: x, x2: x, y1: TOP - 6, y2: height, "class": "vline" }, v.invariant + ": " + v.detail));
-      svg.appendChild(svText({ x: x + 3, y: TOP + 2, "class": "vlabel", "data-rendered": "violation-marker" },
-        "\u26a0 " + v.invariant, v.detail));
+      svg.appendChild(sv("line", { x1: x, x2: x, y1: TOP - 8, y2: height, "class": "vline" }, v.invariant + ": " + v.detail));
+      svg.appendChild(svText({ x: x + 3, y: 22 - (drawnV % 2) * 9, "class": "vlabel", "data-rendered": "violation-marker" },
+        "\u26a0 " + v.invariant, "line " + v.line + ": " + v.detail));
+      drawnV += 1;
     });
-    var chart = document.getElementById("chart");
-    chart.textContent = "";
-    chart.appendChild(svg);
-    chart.scrollLeft = Math.max(0, X(first) - 60);
+    var labelBox = document.getElementById("labels");
+    labelBox.textContent = "";
+    labelBox.appendChild(labels);
+    var scroller = document.getElementById("scroller");
+    scroller.textContent = "";
+    scroller.appendChild(svg);
+    scroller.scrollLeft = Math.max(0, X(first) - 60);
     // The table of what is drawn.
     var body = document.querySelector("#events tbody");
     body.textContent = "";
