@@ -74,6 +74,10 @@ fn a_failing_run_points_every_violation_at_its_time_lines_and_actions() {
     assert_eq!(end["violations_recorded"].as_u64(), Some(total));
     for v in &violations {
         let pointed = v["lines"].as_array().unwrap();
+        // An expectation judges counters at the end: no event to point at.
+        if v["invariant"] == "expectation" {
+            continue;
+        }
         assert!(!pointed.is_empty(), "{v}");
         let first = pointed[0].as_u64().unwrap() as usize;
         let evidence = &records[first - 1];
