@@ -20,16 +20,15 @@ fn round_trip_ms_min(s: &Scenario) -> u64 {
 }
 
 /// Refuses timings under which no call, no dispatch or no lease can ever
-/// succeed, naming the keys. Errors carry a byte offset (0: the keys are
-/// in different tables).
-pub(crate) fn check(s: &Scenario) -> Result<(), (usize, String)> {
+/// succeed, naming the keys. Errors carry the key the line points at.
+pub(crate) fn check(s: &Scenario) -> Result<(), (&'static str, String)> {
     let m = &s.scenario;
     let w = &s.workload;
     let l = &s.lifecycle;
     let round_trip = round_trip_ms_min(s);
     if w.rpc_timeout_ms <= round_trip {
         return Err((
-            0,
+            "workload.rpc_timeout_ms",
             format!(
                 "workload.rpc_timeout_ms ({}) must be above the shortest round trip, {round_trip} ms \
                  (2 x scenario.tick_ms = {}, 2 x scenario.latency_ms[0] = {}): no registry call \
@@ -43,7 +42,7 @@ pub(crate) fn check(s: &Scenario) -> Result<(), (usize, String)> {
     let dispatch = round_trip + w.exec_ms[0];
     if w.dispatch_timeout_ms <= dispatch {
         return Err((
-            0,
+            "workload.dispatch_timeout_ms",
             format!(
                 "workload.dispatch_timeout_ms ({}) must be above the shortest dispatch, {dispatch} ms \
                  (workload.exec_ms[0] = {} plus the shortest round trip of scenario.tick_ms and \
@@ -54,7 +53,7 @@ pub(crate) fn check(s: &Scenario) -> Result<(), (usize, String)> {
     }
     if l.lease_ttl_ms <= l.heartbeat_ms {
         return Err((
-            0,
+            "lifecycle.lease_ttl_ms",
             format!(
                 "lifecycle.lease_ttl_ms ({}) must be above lifecycle.heartbeat_ms ({}): every \
                  lease would lapse before the heartbeat that renews it",

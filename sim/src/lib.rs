@@ -45,14 +45,18 @@
 //!   reports.
 //! - [`shrink`]: from a failing seed to a smaller scenario file that
 //!   fails the same way.
+//! - [`explain`]: a failing trace told as a story, and drawn as a page.
+//! - [`replay`]: running again what a trace recorded.
 //! - [`limits`]: every bound, named.
 
 pub mod backend;
 pub mod check;
 pub mod counters;
+pub mod explain;
 pub mod fleet;
 pub mod limits;
 pub mod plant;
+pub mod replay;
 pub mod run;
 pub mod scenario;
 pub mod shrink;

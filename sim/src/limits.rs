@@ -70,8 +70,21 @@ pub const READER_SESSION_PAGES_MAX: u32 = 64;
 /// Most maintenance calls in one maintenance round while `more` is set.
 pub const MAINTENANCE_CALLS_PER_ROUND_MAX: u32 = 16;
 
-/// Most violations recorded per run; past it only the count grows.
+/// Most violations a run's report keeps in memory (a sweep keeps the
+/// report of every failing seed); past it only the count grows. The trace
+/// keeps more: [`TRACE_VIOLATIONS_MAX`].
 pub const VIOLATIONS_RECORDED_MAX: usize = 64;
+
+/// Most `violation` lines one trace keeps. A bug that breaks an invariant
+/// on every step would otherwise grow the trace without bound; past it
+/// only the count grows, and the `end` line (`violations_recorded`) and
+/// `connreg-sim run` say the limit was hit. A few hundred bytes a line:
+/// a few MiB at most.
+pub const TRACE_VIOLATIONS_MAX: u64 = 10_000;
+
+/// Most violations `connreg-sim run` prints; it names the file that keeps
+/// the rest.
+pub const VIOLATIONS_PRINTED_MAX: usize = 20;
 
 /// Largest seed range one sweep runs.
 pub const SWEEP_SEEDS_MAX: u64 = 10_000_000;
@@ -130,6 +143,8 @@ const _: () = {
     assert!(SWEEP_ESTIMATE_SAMPLE_SEEDS < SWEEP_ESTIMATE_SEEDS_MIN);
     assert!(SHRINK_RUNS_DEFAULT <= SHRINK_RUNS_MAX);
     assert!(SHRINK_SEEDS_PER_CANDIDATE >= 1 && SHRINK_SEEDS_PER_CANDIDATE <= SHRINK_RUNS_DEFAULT);
+    assert!(VIOLATIONS_PRINTED_MAX <= VIOLATIONS_RECORDED_MAX);
+    assert!(VIOLATIONS_RECORDED_MAX as u64 <= TRACE_VIOLATIONS_MAX);
 };
 
 /// Longest `db_stall`, in real milliseconds: the world waits for the

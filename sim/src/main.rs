@@ -36,6 +36,9 @@ enum Command {
         /// The trace (JSON lines).
         file: std::path::PathBuf,
     },
+    /// Tell the story of a trace's failing actions, one line per event;
+    /// `--html FILE` also draws it as a page.
+    Explain(connreg_sim::explain::ExplainArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -73,6 +76,10 @@ struct RunArgs {
     /// Draw fault probabilities and fleet shape from the seed.
     #[arg(long)]
     swarm: bool,
+    /// Run again what this trace recorded (scenario, seed, plant, swarm,
+    /// backend) and say whether the new trace is the same.
+    #[arg(long, conflicts_with_all = ["seed", "plant", "swarm", "backend"])]
+    replay: Option<std::path::PathBuf>,
 }
 
 /// Prints a line to stdout; a closed pipe (`| head`) is not an error.
@@ -111,6 +118,15 @@ fn main() -> ExitCode {
             OK
         }
         Command::CheckTrace { file } => check_trace(&file),
+        Command::Explain(args) => {
+            match connreg_sim::explain::explain(&args, &mut std::io::stdout().lock()) {
+                Ok(()) => OK,
+                Err(e) => {
+                    eprintln!("connreg-sim: {e}");
+                    BAD_INPUT
+                }
+            }
+        }
     };
     ExitCode::from(code)
 }
@@ -139,15 +155,39 @@ fn plant(name: Option<&str>) -> Result<Option<PlantedBug>, u8> {
     }
 }
 
-fn run_one(args: RunArgs) -> u8 {
-    let scenario = match load(args.scenario.as_deref()) {
-        Ok(s) => s,
-        Err(code) => return code,
+fn run_one(mut args: RunArgs) -> u8 {
+    let replay = match args
+        .replay
+        .take()
+        .map(|t| replay_into(&t, &mut args))
+        .transpose()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("connreg-sim: {e}");
+            return BAD_INPUT;
+        }
     };
     let plant = match plant(args.plant.as_deref()) {
         Ok(p) => p,
         Err(code) => return code,
     };
+    // A plant alone runs on the scenario that catches it.
+    if args.scenario.is_none()
+        && let Some(p) = plant
+    {
+        let path = resolve_scenario_path(&format!("scenarios/{}", p.scenario()));
+        args.scenario = Some(path.display().to_string());
+    }
+    let scenario = match load(args.scenario.as_deref()) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    if let Some(r) = &replay {
+        for w in r.warnings(&scenario) {
+            eprintln!("connreg-sim: warning: {w}");
+        }
+    }
     let opts = RunOptions {
         seed: args.seed,
         backend: args.backend.map(BackendKind::from).unwrap_or_default(),
@@ -197,11 +237,14 @@ fn run_one(args: RunArgs) -> u8 {
     if let Some(path) = &args.trace {
         say!("  trace written to {}", path.display());
     }
+    if let Some(r) = &replay {
+        say!("{}", r.verdict(&report));
+    }
     if report.ok() {
         say!("ok");
         OK
     } else {
-        print_violations(&report, 20);
+        print_violations(&report, args.trace.as_deref());
         say!(
             "reproduce: {}",
             repro_command(args.scenario.as_deref(), &opts)
@@ -232,11 +275,30 @@ fn summarize(r: &RunReport) {
     say!("  trace {} events, md5 {}", r.events, r.trace_hash);
 }
 
-fn print_violations(r: &RunReport, max: usize) {
+fn print_violations(r: &RunReport, trace: Option<&std::path::Path>) {
     say!("FAILED: {} violation(s)", r.violation_count);
-    for v in r.violations.iter().take(max) {
-        say!("  - {} [{}]: {}", v.invariant, v.rules, v.detail);
+    for line in connreg_sim::explain::report_lines(r, trace) {
+        say!("{line}");
     }
+}
+
+/// Fills `args` from what the trace at `path` recorded.
+fn replay_into(
+    path: &std::path::Path,
+    args: &mut RunArgs,
+) -> Result<connreg_sim::replay::Recorded, String> {
+    let r = connreg_sim::replay::recorded(path)?;
+    args.seed = r.start.seed;
+    args.plant = r.start.plant.clone();
+    args.swarm = r.start.swarm;
+    args.backend = Some(match r.start.backend.as_str() {
+        "postgres" => BackendArg::Postgres,
+        _ => BackendArg::Memory,
+    });
+    args.scenario = r
+        .scenario_path(args.scenario.as_deref())?
+        .map(|p| p.display().to_string());
+    Ok(r)
 }
 
 fn check_trace(path: &std::path::Path) -> u8 {
@@ -264,8 +326,16 @@ fn check_trace(path: &std::path::Path) -> u8 {
             None => "missing",
         }
     );
-    for v in verdict.violations.iter().take(20) {
-        say!("  - {} [{}]: {}", v.invariant, v.rules, v.detail);
+    let max = connreg_sim::limits::VIOLATIONS_PRINTED_MAX;
+    for v in verdict.violations.iter().take(max) {
+        say!("  - {}", connreg_sim::explain::violation_line(v));
+    }
+    if verdict.violations.len() > max {
+        say!(
+            "  … {} more; `connreg-sim explain {}` tells their story",
+            verdict.violations.len() - max,
+            path.display()
+        );
     }
     for m in &verdict.mismatches {
         say!("  ! {m}");

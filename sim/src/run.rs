@@ -82,10 +82,10 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError
             scenario.scenario.name
         )));
     }
-    let scenario = if opts.swarm {
-        crate::swarm::draw(scenario, opts.seed, postgres)
+    let (scenario, swarm_draws) = if opts.swarm {
+        crate::swarm::draw_recorded(scenario, opts.seed, postgres)
     } else {
-        scenario.clone()
+        (scenario.clone(), Default::default())
     };
     let sink = match &opts.trace {
         TraceTarget::Hash => Sink::Hash,
@@ -101,6 +101,7 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError
         backend: opts.backend.name().to_string(),
         plant: opts.plant,
         swarm: opts.swarm,
+        swarm_draws,
         sink,
         offload_wait: Duration::from_secs(30),
         database: None,
@@ -128,12 +129,22 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError
     }
 }
 
-/// The command that reproduces a run (SIM-5). `scenario` is the path the
-/// user gave, or `None` for the built-in standard scenario.
+/// The command that reproduces a run (SIM-5), from any directory: cargo
+/// finds the workspace by its absolute manifest path, and the scenario
+/// file is named by its absolute path. `scenario` is the path the user
+/// gave, or `None` for the built-in standard scenario.
 pub fn repro_command(scenario: Option<&str>, opts: &RunOptions) -> String {
-    let mut cmd = String::from("cargo run -p connreg-sim --release -- run");
+    let workspace = workspace_root();
+    let mut cmd = format!(
+        "cargo run --manifest-path {} -p connreg-sim --release -- run",
+        shell_word(&workspace.join("Cargo.toml").display().to_string())
+    );
     if let Some(path) = scenario {
-        cmd.push_str(&format!(" --scenario {}", shell_word(path)));
+        let path = absolute(&resolve_scenario_path(path));
+        cmd.push_str(&format!(
+            " --scenario {}",
+            shell_word(&path.display().to_string())
+        ));
     }
     cmd.push_str(&format!(" --seed {}", opts.seed));
     if opts.backend != BackendKind::Memory {
@@ -149,9 +160,24 @@ pub fn repro_command(scenario: Option<&str>, opts: &RunOptions) -> String {
     cmd
 }
 
-fn shell_word(s: &str) -> String {
+/// The workspace root this simulator was built from.
+fn workspace_root() -> PathBuf {
+    let sim = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    sim.parent().map(PathBuf::from).unwrap_or(sim)
+}
+
+/// `path` made absolute, symbolic links and `..` resolved when it exists.
+fn absolute(path: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// `s` as one shell word: as is when it needs no quoting, else in single
+/// quotes.
+pub fn shell_word(s: &str) -> String {
     if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+=:".contains(c))
     {
         s.to_string()
     } else {
@@ -226,9 +252,15 @@ mod tests {
             ..RunOptions::default()
         };
         let cmd = repro_command(Some("scenarios/0001_steady_state.toml"), &opts);
+        let root = std::fs::canonicalize(workspace_root()).unwrap();
+        let scenario = root.join("scenarios/0001_steady_state.toml");
         assert_eq!(
             cmd,
-            "cargo run -p connreg-sim --release -- run --scenario scenarios/0001_steady_state.toml --seed 7 --plant double-release --swarm --trace seed-7.trace.jsonl"
+            format!(
+                "cargo run --manifest-path {} -p connreg-sim --release -- run --scenario {} --seed 7 --plant double-release --swarm --trace seed-7.trace.jsonl",
+                workspace_root().join("Cargo.toml").display(),
+                scenario.display()
+            )
         );
     }
 }

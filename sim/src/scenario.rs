@@ -77,6 +77,36 @@ pub struct Scenario {
     /// Outcome counts the run must see.
     #[serde(default, skip_serializing_if = "Expect::is_empty")]
     pub expect: Expect,
+    /// The file it was read from: its name and the SHA-256 of its bytes,
+    /// recorded in the trace so a replay can tell an edited file.
+    #[serde(skip)]
+    pub source: Option<ScenarioSource>,
+}
+
+/// Where a scenario came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioSource {
+    /// The file's name, without its directory (the trace stays the same
+    /// wherever the checkout is).
+    pub file: String,
+    /// SHA-256 of the file's bytes, lower-case hex.
+    pub sha256: String,
+}
+
+impl ScenarioSource {
+    /// The source of `text`, read from `path`.
+    pub fn of(path: &str, text: &str) -> ScenarioSource {
+        use sha2::{Digest, Sha256};
+        let file = Path::new(path)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.to_string());
+        let sha256 = Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        ScenarioSource { file, sha256 }
+    }
 }
 
 /// `[scenario]`: name, summary and timing.
@@ -785,18 +815,19 @@ impl Scenario {
 
     /// Parses and validates scenario text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Invalid {
+        let mut scenario: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Invalid {
             file: file.to_string(),
             line: e.span().map(|s| line_of(text, s.start)).unwrap_or(1),
             message: e.message().to_string(),
         })?;
         scenario
             .validate()
-            .map_err(|(offset, message)| ScenarioError::Invalid {
+            .map_err(|(at, message)| ScenarioError::Invalid {
                 file: file.to_string(),
-                line: line_of(text, offset),
+                line: line_of(text, at.offset(text)),
                 message,
             })?;
+        scenario.source = Some(ScenarioSource::of(file, text));
         Ok(scenario)
     }
 
@@ -833,16 +864,16 @@ impl Scenario {
         names
     }
 
-    /// Checks everything the types alone do not. Errors carry the byte
-    /// offset of the entry at fault.
-    fn validate(&self) -> Result<(), (usize, String)> {
+    /// Checks everything the types alone do not. Errors carry where the
+    /// fault is: a byte offset of the entry, or the key's path.
+    fn validate(&self) -> Result<(), (At, String)> {
         let v = Validator { s: self };
         v.meta()?;
         v.fleet()?;
         v.workload()?;
         v.faults()?;
         v.chaos()?;
-        crate::feasible::check(self)
+        crate::feasible::check(self).map_err(|(key, message)| (At::Key(key.into()), message))
     }
 }
 
@@ -893,18 +924,89 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
+/// Where a validation error is: the line it names is the key's own when
+/// the file spells the key, else its entry's or table's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum At {
+    /// A byte offset (an entry's start).
+    Offset(usize),
+    /// A key path, dot separated, array entries by index
+    /// (`fleet.scopes.0.limit`).
+    Key(String),
+    /// The key the check's `what` names (`scenario.duration_ms`).
+    Named,
+}
+
+impl From<usize> for At {
+    fn from(offset: usize) -> At {
+        At::Offset(offset)
+    }
+}
+
+impl At {
+    /// `what` for [`At::Named`].
+    fn or_named(self, what: &str) -> At {
+        match self {
+            At::Named => At::Key(what.to_string()),
+            at => at,
+        }
+    }
+
+    /// The byte offset in `text`: a key's value, or the deepest table or
+    /// entry of its path the file spells, or 0.
+    fn offset(&self, text: &str) -> usize {
+        match self {
+            At::Offset(o) => *o,
+            At::Named => 0,
+            At::Key(path) => key_offset(text, path).unwrap_or(0),
+        }
+    }
+}
+
+/// The offset of the value at `path` in `text`, or of the deepest part of
+/// the path that `text` spells.
+fn key_offset(text: &str, path: &str) -> Option<usize> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(text).ok()?;
+    let mut found = None;
+    let mut here: &DeTable<'_> = doc.get_ref();
+    let mut segments = path.split('.').peekable();
+    while let Some(seg) = segments.next() {
+        let (_, value) = here.iter().find(|(k, _)| k.get_ref() == seg)?;
+        found = Some(value.span().start);
+        let mut value = value;
+        if let (DeValue::Array(items), Some(index)) = (
+            value.get_ref(),
+            segments.peek().and_then(|s| s.parse::<usize>().ok()),
+        ) {
+            segments.next();
+            value = items.get(index)?;
+            found = Some(value.span().start);
+        }
+        match value.get_ref() {
+            DeValue::Table(t) => here = t,
+            _ => break,
+        }
+    }
+    found
+}
+
 struct Validator<'a> {
     s: &'a Scenario,
 }
 
-type Check = Result<(), (usize, String)>;
+type Check = Result<(), (At, String)>;
 
-fn fail<T>(at: usize, message: impl fmt::Display) -> Result<T, (usize, String)> {
-    Err((at, message.to_string()))
+fn fail<T>(at: impl Into<At>, message: impl fmt::Display) -> Result<T, (At, String)> {
+    Err((at.into(), message.to_string()))
 }
 
-fn ensure(cond: bool, at: usize, message: impl FnOnce() -> String) -> Check {
-    if cond { Ok(()) } else { Err((at, message())) }
+fn ensure(cond: bool, at: impl Into<At>, message: impl FnOnce() -> String) -> Check {
+    if cond {
+        Ok(())
+    } else {
+        Err((at.into(), message()))
+    }
 }
 
 fn id_ok<T>(at: usize, what: &str, value: &str, make: fn(String) -> connreg::Result<T>) -> Check {
@@ -914,14 +1016,16 @@ fn id_ok<T>(at: usize, what: &str, value: &str, make: fn(String) -> connreg::Res
     }
 }
 
-fn ratio_ok(at: usize, what: &str, v: f64) -> Check {
+fn ratio_ok(at: impl Into<At>, what: &str, v: f64) -> Check {
+    let at = at.into().or_named(what);
     ensure((0.0..=1.0).contains(&v), at, || {
         format!("{what} must be between 0 and 1, got {v}")
     })
 }
 
-fn range_ok(at: usize, what: &str, r: [u64; 2], max: u64) -> Check {
-    ensure(r[0] <= r[1], at, || {
+fn range_ok(at: impl Into<At>, what: &str, r: [u64; 2], max: u64) -> Check {
+    let at = at.into().or_named(what);
+    ensure(r[0] <= r[1], at.clone(), || {
         format!("{what} must be [min, max] with min <= max")
     })?;
     ensure(r[1] <= max, at, || {
@@ -929,7 +1033,8 @@ fn range_ok(at: usize, what: &str, r: [u64; 2], max: u64) -> Check {
     })
 }
 
-fn bounded(at: usize, what: &str, v: u64, min: u64, max: u64) -> Check {
+fn bounded(at: impl Into<At>, what: &str, v: u64, min: u64, max: u64) -> Check {
+    let at = at.into().or_named(what);
     ensure(v >= min && v <= max, at, || {
         format!("{what} must be between {min} and {max}, got {v}")
     })
@@ -938,20 +1043,37 @@ fn bounded(at: usize, what: &str, v: u64, min: u64, max: u64) -> Check {
 impl Validator<'_> {
     fn meta(&self) -> Check {
         let m = &self.s.scenario;
-        bounded(0, "scenario.duration_ms", m.duration_ms, 1, DURATION_MS_MAX)?;
-        bounded(0, "scenario.liveness_ms", m.liveness_ms, 1, LIVENESS_MS_MAX)?;
-        bounded(0, "scenario.tick_ms", m.tick_ms, 1, TICK_MS_MAX)?;
-        range_ok(0, "scenario.latency_ms", m.latency_ms, LATENCY_MS_MAX)?;
+        bounded(
+            At::Named,
+            "scenario.duration_ms",
+            m.duration_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
+        bounded(
+            At::Named,
+            "scenario.liveness_ms",
+            m.liveness_ms,
+            1,
+            LIVENESS_MS_MAX,
+        )?;
+        bounded(At::Named, "scenario.tick_ms", m.tick_ms, 1, TICK_MS_MAX)?;
+        range_ok(
+            At::Named,
+            "scenario.latency_ms",
+            m.latency_ms,
+            LATENCY_MS_MAX,
+        )?;
         let r = &self.s.registry;
         bounded(
-            0,
+            At::Named,
             "registry.hosts",
             r.hosts.into(),
             1,
             REGISTRY_HOSTS_MAX.into(),
         )?;
         bounded(
-            0,
+            At::Named,
             "registry.circuit_threshold",
             r.circuit_threshold.into(),
             1,
@@ -959,28 +1081,28 @@ impl Validator<'_> {
         )?;
         let l = &self.s.lifecycle;
         bounded(
-            0,
+            At::Named,
             "lifecycle.heartbeat_ms",
             l.heartbeat_ms,
             1,
             DURATION_MS_MAX,
         )?;
         bounded(
-            0,
+            At::Named,
             "lifecycle.lease_ttl_ms",
             l.lease_ttl_ms,
             1,
             connreg::limits::LEASE_TTL_MS_MAX,
         )?;
         bounded(
-            0,
+            At::Named,
             "lifecycle.maintenance_ms",
             l.maintenance_ms,
             1,
             DURATION_MS_MAX,
         )?;
         bounded(
-            0,
+            At::Named,
             "lifecycle.maintenance_batch",
             l.maintenance_batch.into(),
             1,
@@ -1058,18 +1180,25 @@ impl Validator<'_> {
             })?;
         }
         let mut scopes: BTreeMap<&str, &ScopeSpec> = BTreeMap::new();
-        for s in &f.scopes {
+        for (i, s) in f.scopes.iter().enumerate() {
             let at = s.span().start;
             let s = s.get_ref();
             id_ok(at, "scope", &s.id, connreg::ScopeId::new)?;
             id_ok(at, "tenant", &s.tenant, connreg::TenantId::new)?;
-            ensure(s.limit <= connreg::limits::SCOPE_LIMIT_MAX, at, || {
-                format!(
-                    "scope {:?} limit exceeds {}",
-                    s.id,
-                    connreg::limits::SCOPE_LIMIT_MAX
-                )
-            })?;
+            // A limit of 0 admits nothing: every route through the scope
+            // fails, which is a scenario mistake, not a behaviour to prove.
+            ensure(
+                s.limit >= 1 && s.limit <= connreg::limits::SCOPE_LIMIT_MAX,
+                At::Key(format!("fleet.scopes.{i}.limit")),
+                || {
+                    format!(
+                        "scope {:?} limit must be 1 to {}, got {}",
+                        s.id,
+                        connreg::limits::SCOPE_LIMIT_MAX,
+                        s.limit
+                    )
+                },
+            )?;
             ensure(scopes.insert(&s.id, s).is_none(), at, || {
                 format!("duplicate scope {:?}", s.id)
             })?;
@@ -1117,7 +1246,7 @@ impl Validator<'_> {
             }
         }
         let mut replicas = BTreeSet::new();
-        for r in &f.replicas {
+        for (i, r) in f.replicas.iter().enumerate() {
             let at = r.span().start;
             let r = r.get_ref();
             id_ok(at, "replica", &r.id, connreg::ReplicaId::new)?;
@@ -1129,7 +1258,7 @@ impl Validator<'_> {
             })?;
             ensure(
                 r.capacity >= 1 && r.capacity <= connreg::limits::REPLICA_CAPACITY_MAX,
-                at,
+                At::Key(format!("fleet.replicas.{i}.capacity")),
                 || {
                     format!(
                         "replica {:?} capacity must be 1 to {}",
@@ -1138,7 +1267,11 @@ impl Validator<'_> {
                     )
                 },
             )?;
-            ratio_ok(at, "unknown_ratio", r.unknown_ratio)?;
+            ratio_ok(
+                At::Key(format!("fleet.replicas.{i}.unknown_ratio")),
+                "unknown_ratio",
+                r.unknown_ratio,
+            )?;
             ensure(replicas.insert(r.id.clone()), at, || {
                 format!("duplicate replica {:?}", r.id)
             })?;
@@ -1150,59 +1283,70 @@ impl Validator<'_> {
         let w = &self.s.workload;
         let f = &self.s.fleet;
         bounded(
-            0,
+            At::Named,
             "workload.dispatchers",
             w.dispatchers.into(),
             1,
             DISPATCHERS_MAX.into(),
         )?;
         bounded(
-            0,
+            At::Named,
             "workload.actions",
             w.actions.into(),
             1,
             ACTIONS_PER_DISPATCHER_MAX.into(),
         )?;
         bounded(
-            0,
+            At::Named,
             "workload.concurrency",
             w.concurrency.into(),
             1,
             DISPATCHER_CONCURRENCY_MAX.into(),
         )?;
         bounded(
-            0,
+            At::Named,
             "workload.start_ms",
             w.start_ms,
             0,
             self.s.scenario.duration_ms,
         )?;
-        range_ok(0, "workload.start_gap_ms", w.start_gap_ms, DURATION_MS_MAX)?;
-        range_ok(0, "workload.exec_ms", w.exec_ms, DURATION_MS_MAX)?;
+        range_ok(
+            At::Named,
+            "workload.start_gap_ms",
+            w.start_gap_ms,
+            DURATION_MS_MAX,
+        )?;
+        range_ok(At::Named, "workload.exec_ms", w.exec_ms, DURATION_MS_MAX)?;
         bounded(
-            0,
+            At::Named,
             "workload.rpc_timeout_ms",
             w.rpc_timeout_ms,
             1,
             DURATION_MS_MAX,
         )?;
         bounded(
-            0,
+            At::Named,
             "workload.dispatch_timeout_ms",
             w.dispatch_timeout_ms,
             1,
             DURATION_MS_MAX,
         )?;
-        bounded(0, "workload.backoff_ms", w.backoff_ms, 1, DURATION_MS_MAX)?;
         bounded(
-            0,
+            At::Named,
+            "workload.backoff_ms",
+            w.backoff_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
+        bounded(
+            At::Named,
             "workload.duplicates",
             w.duplicates.into(),
             1,
             DUPLICATES_MAX.into(),
         )?;
         bounded(
-            0,
+            At::Named,
             "workload.shared_pool",
             w.shared_pool.into(),
             0,
@@ -1216,7 +1360,7 @@ impl Validator<'_> {
             ("workload.repeat_settle_ratio", w.repeat_settle_ratio),
             ("workload.stale_settle_ratio", w.stale_settle_ratio),
         ] {
-            ratio_ok(0, what, r)?;
+            ratio_ok(At::Named, what, r)?;
         }
         ensure(w.shared_ratio == 0.0 || w.shared_pool > 0, 0, || {
             "workload.shared_ratio needs workload.shared_pool > 0".into()
@@ -1226,7 +1370,7 @@ impl Validator<'_> {
             ("workload.unavailable_retries", w.unavailable_retries),
             ("workload.dispatch_retries", w.dispatch_retries),
         ] {
-            bounded(0, what, n.into(), 0, RETRIES_MAX.into())?;
+            bounded(At::Named, what, n.into(), 0, RETRIES_MAX.into())?;
         }
         ensure(
             !w.mix.is_empty() && w.mix.len() <= MIX_ENTRIES_MAX,
@@ -1260,7 +1404,7 @@ impl Validator<'_> {
         ensure(w.readers.len() <= READERS_MAX, 0, || {
             format!("workload.readers has more than {READERS_MAX} entries")
         })?;
-        for r in &w.readers {
+        for (i, r) in w.readers.iter().enumerate() {
             let at = r.span().start;
             let r = r.get_ref();
             if !matches!(
@@ -1273,13 +1417,19 @@ impl Validator<'_> {
                 })?;
             }
             bounded(
-                at,
+                At::Key(format!("workload.readers.{i}.page_items")),
                 "page_items",
                 r.page_items.into(),
                 1,
                 connreg::limits::PAGE_ITEMS_MAX.into(),
             )?;
-            bounded(at, "every_ms", r.every_ms, 1, DURATION_MS_MAX)?;
+            bounded(
+                At::Key(format!("workload.readers.{i}.every_ms")),
+                "every_ms",
+                r.every_ms,
+                1,
+                DURATION_MS_MAX,
+            )?;
         }
         ensure(w.operations.len() <= SCHEDULE_ENTRIES_MAX, 0, || {
             format!("workload.operations has more than {SCHEDULE_ENTRIES_MAX} entries")
@@ -1382,8 +1532,9 @@ impl Validator<'_> {
         ensure(self.s.faults.len() <= SCHEDULE_ENTRIES_MAX, 0, || {
             format!("faults has more than {SCHEDULE_ENTRIES_MAX} entries")
         })?;
-        for f in &self.s.faults {
+        for (i, f) in self.s.faults.iter().enumerate() {
             let at = f.span().start;
+            let key = |name: &str| At::Key(format!("faults.{i}.{name}"));
             let f = f.get_ref();
             ensure(f.at_ms <= duration, at, || {
                 "fault at_ms is after scenario.duration_ms".into()
@@ -1439,7 +1590,7 @@ impl Validator<'_> {
                     let m = f.max_ms.unwrap_or(0);
                     ensure(f.max_ms.is_some(), at, || "latency needs max_ms".into())?;
                     bounded(
-                        at,
+                        key("max_ms"),
                         "max_ms",
                         m,
                         self.s.scenario.latency_ms[0],
@@ -1449,7 +1600,7 @@ impl Validator<'_> {
                 }
                 FaultKind::Loss => {
                     let r = f.rate.unwrap_or(-1.0);
-                    ratio_ok(at, "rate", r)?;
+                    ratio_ok(key("rate"), "rate", r)?;
                     &["rate", "until_ms"]
                 }
                 FaultKind::LoseAnswers => {
@@ -1460,7 +1611,7 @@ impl Validator<'_> {
                         })?;
                     }
                     let c = f.count.unwrap_or(0);
-                    bounded(at, "count", c.into(), 1, 10_000)?;
+                    bounded(key("count"), "count", c.into(), 1, 10_000)?;
                     &["ops", "count", "until_ms"]
                 }
                 FaultKind::ClockJump => {
@@ -1476,7 +1627,13 @@ impl Validator<'_> {
                     ensure(f.stall_ms.is_some(), at, || {
                         "db_stall needs stall_ms".into()
                     })?;
-                    bounded(at, "stall_ms", f.stall_ms.unwrap_or(0), 1, DB_STALL_MS_MAX)?;
+                    bounded(
+                        key("stall_ms"),
+                        "stall_ms",
+                        f.stall_ms.unwrap_or(0),
+                        1,
+                        DB_STALL_MS_MAX,
+                    )?;
                     &["stall_ms", "until_ms"]
                 }
                 FaultKind::DbTerminate | FaultKind::DbRestart => &["until_ms"],
@@ -1507,7 +1664,7 @@ impl Validator<'_> {
 
     fn chaos(&self) -> Check {
         let c = &self.s.chaos;
-        ratio_ok(0, "chaos.lose_answer_ratio", c.lose_answer_ratio)?;
+        ratio_ok(At::Named, "chaos.lose_answer_ratio", c.lose_answer_ratio)?;
         for (what, n) in [
             ("chaos.replica_crashes", c.replica_crashes),
             ("chaos.registry_crashes", c.registry_crashes),
@@ -1520,7 +1677,7 @@ impl Validator<'_> {
             ("chaos.db_terminates", c.db_terminates),
             ("chaos.db_restarts", c.db_restarts),
         ] {
-            bounded(0, what, n.into(), 0, CHAOS_FAULTS_MAX.into())?;
+            bounded(At::Named, what, n.into(), 0, CHAOS_FAULTS_MAX.into())?;
         }
         Ok(())
     }

@@ -10,6 +10,8 @@
 //! restart, which costs seconds of real time and needs a server the run
 //! started); the in-memory backend has no database to fault.
 
+use std::collections::BTreeMap;
+
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -18,6 +20,70 @@ use crate::scenario::{Expect, Scenario};
 
 /// Liveness bound of a swarm run, at least: room for the drawn faults.
 const SWARM_LIVENESS_MS_MIN: u64 = 3_000;
+
+/// Every value a swarm run drew, by scenario key (`workload.concurrency`,
+/// `fleet.replicas.r1.capacity`): what the trace's `start.swarm_draws`
+/// records, so a reader sees the fleet and chaos the seed made.
+pub type Draws = BTreeMap<String, serde_json::Value>;
+
+/// The scenario a swarm run of `seed` uses and the values it drew.
+pub fn draw_recorded(base: &Scenario, seed: u64, database: bool) -> (Scenario, Draws) {
+    let s = draw(base, seed, database);
+    let mut d = Draws::new();
+    let mut put = |k: String, v: serde_json::Value| {
+        d.insert(k, v);
+    };
+    put("registry.hosts".into(), s.registry.hosts.into());
+    for r in &s.fleet.replicas {
+        let r = r.get_ref();
+        put(
+            format!("fleet.replicas.{}.capacity", r.id),
+            r.capacity.into(),
+        );
+    }
+    for sc in &s.fleet.scopes {
+        let sc = sc.get_ref();
+        put(format!("fleet.scopes.{}.limit", sc.id), sc.limit.into());
+    }
+    let l = &s.lifecycle;
+    put("lifecycle.lease_ttl_ms".into(), l.lease_ttl_ms.into());
+    put("lifecycle.heartbeat_ms".into(), l.heartbeat_ms.into());
+    put("lifecycle.maintenance_ms".into(), l.maintenance_ms.into());
+    put(
+        "lifecycle.maintenance_batch".into(),
+        l.maintenance_batch.into(),
+    );
+    let w = &s.workload;
+    put("workload.dispatchers".into(), w.dispatchers.into());
+    put("workload.concurrency".into(), w.concurrency.into());
+    put("workload.duplicate_ratio".into(), w.duplicate_ratio.into());
+    put("workload.duplicates".into(), w.duplicates.into());
+    put("workload.cancel_ratio".into(), w.cancel_ratio.into());
+    put("workload.reconcile_ratio".into(), w.reconcile_ratio.into());
+    put(
+        "workload.repeat_settle_ratio".into(),
+        w.repeat_settle_ratio.into(),
+    );
+    put(
+        "workload.stale_settle_ratio".into(),
+        w.stale_settle_ratio.into(),
+    );
+    let c = &s.chaos;
+    put("chaos.lose_answer_ratio".into(), c.lose_answer_ratio.into());
+    put("chaos.replica_crashes".into(), c.replica_crashes.into());
+    put("chaos.registry_crashes".into(), c.registry_crashes.into());
+    put("chaos.partitions".into(), c.partitions.into());
+    put("chaos.holds".into(), c.holds.into());
+    put("chaos.loss_windows".into(), c.loss_windows.into());
+    put("chaos.clock_jumps".into(), c.clock_jumps.into());
+    if database {
+        put("chaos.db_cuts".into(), c.db_cuts.into());
+        put("chaos.db_stalls".into(), c.db_stalls.into());
+        put("chaos.db_terminates".into(), c.db_terminates.into());
+    }
+    put("scenario.liveness_ms".into(), s.scenario.liveness_ms.into());
+    (s, d)
+}
 
 /// The scenario a swarm run of `seed` uses; `database` when the backend is
 /// a real database (PostgreSQL), whose faults are drawn too.

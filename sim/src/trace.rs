@@ -20,7 +20,12 @@ use crate::scenario::Expect;
 use crate::wire::{Request, Response};
 
 /// The trace format's version, in every `start` event.
-pub const TRACE_FORMAT: u32 = 2;
+pub const TRACE_FORMAT: u32 = 3;
+
+/// The formats `check-trace` and `explain` read: format 3 only added what
+/// points a reader at evidence (violation context, provenance), never
+/// evidence a check needs.
+pub const TRACE_FORMATS_READ: [u32; 2] = [2, 3];
 
 /// One reservation a call released, as its answer names it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -232,6 +237,22 @@ pub struct StartInfo {
     pub commit_ordered: bool,
     /// The scenario's expectations.
     pub expect: Expect,
+    /// The simulator's crate version.
+    #[serde(default)]
+    pub version: String,
+    /// The git revision the simulator was built from, or `unknown`.
+    #[serde(default)]
+    pub revision: String,
+    /// The scenario file's name (no directory); absent for a scenario that
+    /// was not read from a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario_file: Option<String>,
+    /// SHA-256 of the scenario file's bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario_sha256: Option<String>,
+    /// Every value `--swarm` drew, by scenario key; empty without it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub swarm_draws: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// The `end` event.
@@ -241,6 +262,10 @@ pub struct EndInfo {
     pub steps: u64,
     /// Violations found.
     pub violations: u64,
+    /// `violation` lines the trace keeps: all of them, unless more than
+    /// `limits::TRACE_VIOLATIONS_MAX` were found.
+    #[serde(default)]
+    pub violations_recorded: u64,
     /// Counters.
     pub counters: Counters,
     /// True when every invariant and expectation held.
@@ -433,8 +458,8 @@ pub struct Snapshot {
     pub routes: Vec<RouteRecord>,
 }
 
-/// An invariant that did not hold.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// An invariant that did not hold, and where in the trace it broke.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Violation {
     /// The invariant, such as `one_route_per_action`.
     pub invariant: String,
@@ -442,6 +467,23 @@ pub struct Violation {
     pub rules: String,
     /// What was seen.
     pub detail: String,
+    /// Simulated time of the event that broke it, in milliseconds.
+    #[serde(default)]
+    pub at_ms: u64,
+    /// Trace lines (1-based) of the events that break it: the event seen
+    /// when the check failed first, then the start and first route answer
+    /// of each action involved.
+    #[serde(default)]
+    pub lines: Vec<u64>,
+    /// The calls involved (`rpc.id`).
+    #[serde(default)]
+    pub rpcs: Vec<u64>,
+    /// The actions involved.
+    #[serde(default)]
+    pub actions: Vec<String>,
+    /// The hosts involved.
+    #[serde(default)]
+    pub hosts: Vec<String>,
 }
 
 /// Where the trace's bytes go besides the hash.
@@ -519,6 +561,13 @@ impl TraceWriter {
     /// Takes the records emitted since the last call.
     pub fn take_pending(&mut self) -> Vec<Record> {
         std::mem::take(&mut self.pending)
+    }
+
+    /// Takes the records emitted since the last call, with the trace line
+    /// (1-based) of the first one; the others follow it line by line.
+    pub fn take_pending_numbered(&mut self) -> (u64, Vec<Record>) {
+        let pending = std::mem::take(&mut self.pending);
+        (self.events + 1 - pending.len() as u64, pending)
     }
 
     /// Events written so far.

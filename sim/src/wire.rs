@@ -117,6 +117,17 @@ pub enum Request {
 }
 
 impl Request {
+    /// The action the request is about, if any.
+    pub fn action(&self) -> Option<&ActionId> {
+        match self {
+            Request::Resolve { request } => Some(&request.action),
+            Request::RouteGet { action, .. } | Request::Cancel { action, .. } => Some(action),
+            Request::Settle { params } => Some(&params.assignment.identity.action),
+            Request::Execute { assignment } => Some(&assignment.identity.action),
+            _ => None,
+        }
+    }
+
     /// The operation's name, as faults and the trace name it.
     pub fn op(&self) -> &'static str {
         match self {

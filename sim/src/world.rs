@@ -23,7 +23,9 @@ use crate::counters::Counters;
 use crate::faults::{Action, Database, Scheduled, chaos_rng, schedule};
 use crate::fleet::{FleetPlan, MixPlan};
 use crate::hosts::{self, Ctx, LoseWindow};
-use crate::limits::{SNAPSHOT_ATTEMPTS_MAX, STEPS_MAX, VIOLATIONS_RECORDED_MAX};
+use crate::limits::{
+    SNAPSHOT_ATTEMPTS_MAX, STEPS_MAX, TRACE_VIOLATIONS_MAX, VIOLATIONS_RECORDED_MAX,
+};
 use crate::plant::PlantedBug;
 use crate::scenario::{
     CutMode, FaultKind, Scenario, dispatcher_host, reader_host, registry_host, replica_host,
@@ -52,6 +54,8 @@ pub(crate) struct WorldParams {
     pub(crate) backend: String,
     pub(crate) plant: Option<PlantedBug>,
     pub(crate) swarm: bool,
+    /// What the swarm drew (empty without `--swarm`).
+    pub(crate) swarm_draws: crate::swarm::Draws,
     pub(crate) sink: Sink,
     /// Longest real time to wait for offloaded backend calls in one step.
     pub(crate) offload_wait: Duration,
@@ -82,6 +86,9 @@ pub struct RunReport {
     pub violations: Vec<Violation>,
     /// How many violations were found.
     pub violation_count: u64,
+    /// How many `violation` lines the trace keeps (at most
+    /// `TRACE_VIOLATIONS_MAX`).
+    pub violations_traced: u64,
     /// Trace lines.
     pub events: u64,
     /// MD5 of the trace.
@@ -154,6 +161,7 @@ struct World<B: Backend> {
     checker: Checker,
     mirror: Mirror,
     violations: Vec<Violation>,
+    violations_traced: u64,
     checks: u64,
     faults_fired: u64,
     offload_wait: Duration,
@@ -197,6 +205,7 @@ pub(crate) fn simulate<B: Backend>(
         checker: Checker::new(),
         mirror: Mirror::default(),
         violations: Vec::new(),
+        violations_traced: 0,
         checks: 0,
         faults_fired: 0,
         offload_wait: params.offload_wait,
@@ -216,6 +225,11 @@ pub(crate) fn simulate<B: Backend>(
         deterministic,
         commit_ordered: true,
         expect: scenario.expect.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        revision: env!("CONNREG_SIM_REVISION").to_string(),
+        scenario_file: scenario.source.as_ref().map(|s| s.file.clone()),
+        scenario_sha256: scenario.source.as_ref().map(|s| s.sha256.clone()),
+        swarm_draws: params.swarm_draws.clone(),
     })));
     let publication = plan.publication();
     let setup = publication.clone();
@@ -298,6 +312,7 @@ pub(crate) fn simulate<B: Backend>(
     ctx.emit(Event::End(EndInfo {
         steps,
         violations: violation_count,
+        violations_recorded: world.violations_traced,
         counters: counters.clone(),
         ok: violation_count == 0,
     }));
@@ -320,6 +335,7 @@ pub(crate) fn simulate<B: Backend>(
         counters,
         violations: world.violations,
         violation_count,
+        violations_traced: world.violations_traced,
         events,
         trace_hash,
         trace,
@@ -635,9 +651,9 @@ impl<B: Backend> World<B> {
     }
 
     fn observe_pending(&mut self) -> u64 {
-        let pending = self.ctx.trace.borrow_mut().take_pending();
-        for r in &pending {
-            self.checker.observe(r);
+        let (first, pending) = self.ctx.trace.borrow_mut().take_pending_numbered();
+        for (line, r) in (first..).zip(&pending) {
+            self.checker.observe_at(line, r);
         }
         pending.len() as u64
     }
@@ -674,6 +690,9 @@ impl<B: Backend> World<B> {
         for v in found {
             if self.violations.len() < VIOLATIONS_RECORDED_MAX {
                 self.violations.push(v.clone());
+            }
+            if self.violations_traced < TRACE_VIOLATIONS_MAX {
+                self.violations_traced += 1;
                 self.ctx.emit(Event::Violation(v));
             }
         }

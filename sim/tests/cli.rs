@@ -47,18 +47,38 @@ fn a_violation_exits_1_and_prints_the_repro_command() {
         .lines()
         .find_map(|l| l.strip_prefix("reproduce: "))
         .unwrap_or_else(|| panic!("no reproduce line in {text}"));
-    assert_eq!(
-        repro,
-        "cargo run -p connreg-sim --release -- run --scenario scenarios/0003_retry_after_lost_answer.toml --seed 4 --plant double-release --trace seed-4.trace.jsonl"
+    // Absolute paths: the command works from any directory.
+    let root = std::fs::canonicalize(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")).unwrap();
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap();
+    assert!(
+        repro.starts_with("cargo run --manifest-path /")
+            && repro.contains("/Cargo.toml -p connreg-sim --release -- run"),
+        "{repro}"
     );
-    // The printed command, run, fails the same way.
+    assert!(
+        repro.ends_with(&format!(
+            "-- run --scenario {} --seed 4 --plant double-release --trace seed-4.trace.jsonl",
+            root.join("scenarios/0003_retry_after_lost_answer.toml")
+                .display()
+        )),
+        "{repro} ({})",
+        manifest.display()
+    );
+    // The printed command, run from another directory, fails the same way.
     let args: Vec<&str> = repro
         .split_whitespace()
         .skip_while(|a| *a != "--")
         .skip(1)
         .filter(|a| !a.starts_with("seed-") && *a != "--trace")
         .collect();
-    let again = sim(&args);
+    let again = Command::new(env!("CARGO_BIN_EXE_connreg-sim"))
+        .args(&args)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("the connreg-sim binary runs");
     assert_eq!(again.status.code(), Some(1));
     let hash = |t: &str| t.lines().find(|l| l.contains("md5")).map(str::to_string);
     assert_eq!(hash(&text), hash(&stdout(&again)));

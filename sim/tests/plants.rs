@@ -83,3 +83,44 @@ fn the_command_line_plants_nothing_unless_asked_for() {
     assert_eq!(plant, "double-release");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_plant_without_a_scenario_runs_on_the_scenario_that_catches_it() {
+    // spec: SIM-3 (`run --plant P` alone must not pass on a scenario that
+    // cannot catch P)
+    for plant in ["ignore-fence", "failover-on-retry"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_connreg-sim"))
+            .args(["run", "--plant", plant])
+            .current_dir(std::env::temp_dir())
+            .output()
+            .expect("the connreg-sim binary runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{plant}: {text}");
+        let bug = PlantedBug::parse(plant).unwrap();
+        assert!(text.contains(bug.scenario()), "{plant}: {text}");
+    }
+}
+
+#[test]
+fn plants_lists_each_plant_with_its_scenario_file_first() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_connreg-sim"))
+        .arg("plants")
+        .output()
+        .expect("the connreg-sim binary runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for plant in PlantedBug::all() {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(plant.name()))
+            .unwrap_or_else(|| panic!("{} is not listed: {text}", plant.name()));
+        let scenario = line.split_whitespace().nth(1).unwrap();
+        assert_eq!(scenario, plant.scenario(), "{line}");
+        assert!(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../scenarios")
+                .join(scenario)
+                .exists(),
+            "{line}"
+        );
+    }
+}

@@ -2,6 +2,8 @@
 //! same code checks a live run after every step and re-checks a trace file
 //! afterwards (`connreg-sim check-trace`).
 //!
+//! - `context`: where a violation broke (line, time, calls, actions,
+//!   hosts), attached as it is found.
 //! - `capacity`: the live reservations by the answers, compared with the
 //!   store (`capacity_accounting`).
 //! - `catalog`: the catalog model rebuilt from publications.
@@ -35,6 +37,7 @@
 
 mod capacity;
 mod catalog;
+mod context;
 mod leak;
 mod orphan;
 mod unavailable;
@@ -180,6 +183,16 @@ pub struct Checker {
     executes: BTreeMap<u64, (String, ActionId, FenceToken)>,
     /// The registry clock's offset from `CLOCK_START_MS + t` (clock jumps).
     clock_offset_ms: i64,
+    /// The trace line of the record being checked (1-based).
+    line: u64,
+    /// The simulated time of the record being checked.
+    now_ms: u64,
+    /// Each action's first line (`action_start`).
+    action_lines: BTreeMap<ActionId, u64>,
+    /// The line of the first answer that carried each action's route.
+    route_lines: BTreeMap<ActionId, u64>,
+    /// The action of each call that names one, by call ID.
+    call_action: BTreeMap<u64, ActionId>,
 }
 
 /// A check that waits for the publication of the revision it read.
@@ -216,6 +229,8 @@ impl Checker {
             invariant: invariant.to_string(),
             rules: rules.to_string(),
             detail,
+            at_ms: self.now_ms,
+            ..Violation::default()
         });
     }
 
@@ -224,9 +239,42 @@ impl Checker {
         self.violate(invariant::RUN, detail);
     }
 
-    /// Checks one record. Verdict records (`violation`, `check`, `end`)
-    /// are the checkers' own output and are skipped.
+    /// Checks one record, the trace's next line. Verdict records
+    /// (`violation`, `check`, `end`) are the checkers' own output and are
+    /// skipped.
     pub fn observe(&mut self, record: &Record) {
+        self.observe_at(self.line + 1, record);
+    }
+
+    /// Checks one record, found at trace line `line` (1-based); the
+    /// violations it causes point at that line.
+    pub fn observe_at(&mut self, line: u64, record: &Record) {
+        self.line = line;
+        self.now_ms = record.t;
+        let before = self.found.len();
+        match &record.event {
+            Event::ActionStart { action, .. } => {
+                self.action_lines.entry(action.clone()).or_insert(line);
+            }
+            Event::Rpc { id, req, .. } => {
+                if let Some(action) = req.action() {
+                    self.call_action.insert(*id, action.clone());
+                }
+            }
+            _ => {}
+        }
+        self.observe_event(record);
+        if self.found.len() > before {
+            let event = context::of_event(&record.event, &self.call_action);
+            let mut found = std::mem::take(&mut self.found);
+            for v in &mut found[before..] {
+                context::annotate(v, Some(line), &event, &self.action_lines, &self.route_lines);
+            }
+            self.found = found;
+        }
+    }
+
+    fn observe_event(&mut self, record: &Record) {
         let t = record.t;
         match &record.event {
             Event::Start(info) => {
@@ -406,6 +454,17 @@ impl Checker {
     /// End-of-run checks: orphaned reservations, liveness and
     /// expectations.
     pub fn finish(&mut self) {
+        let before = self.found.len();
+        self.finish_checks();
+        let mut found = std::mem::take(&mut self.found);
+        for v in &mut found[before..] {
+            let none = context::EventContext::default();
+            context::annotate(v, None, &none, &self.action_lines, &self.route_lines);
+        }
+        self.found = found;
+    }
+
+    fn finish_checks(&mut self) {
         self.run_deferred(true);
         let carried = |f: FenceToken| self.issued_by_answer.contains(&f);
         let orphans = self
@@ -804,6 +863,7 @@ impl Checker {
         let action = a.identity.action.clone();
         match self.truth.get_mut(&action) {
             None => {
+                self.route_lines.insert(action.clone(), self.line);
                 self.truth.insert(action, Truth::of(a, created));
             }
             Some(truth) => {
@@ -1458,13 +1518,18 @@ fn refuse_other_format(line: &str) -> Result<(), String> {
         return Err("a trace starts with its `start` line".into());
     }
     let format = first["format"].as_u64();
-    if format != Some(u64::from(crate::trace::TRACE_FORMAT)) {
-        let seen = format.map_or("no format".to_string(), |f| format!("format {f}"));
+    let read = crate::trace::TRACE_FORMATS_READ;
+    if !format.is_some_and(|f| read.iter().any(|r| u64::from(*r) == f)) {
+        let seen = match &first["format"] {
+            serde_json::Value::Null => "no format".to_string(),
+            other => format!("format {other}"),
+        };
         return Err(format!(
-            "the trace is of {seen}; check-trace reads format {} only (sim/TRACE.md: answers name \
-             what they released and their registry clock, deliveries and the dispatch of each \
-             side effect are recorded); make a new trace with `connreg-sim run --trace FILE`",
-            crate::trace::TRACE_FORMAT
+            "the trace is of {seen}; check-trace reads formats {} and {} only (sim/TRACE.md: \
+             answers name what they released and their registry clock, deliveries and the \
+             dispatch of each side effect are recorded); make a new trace with \
+             `connreg-sim run --trace FILE`",
+            read[0], read[1]
         ));
     }
     Ok(())
@@ -1494,9 +1559,12 @@ pub fn recheck(lines: impl Iterator<Item = std::io::Result<String>>) -> Result<R
                 checker.finish();
                 recorded_end = Some(end.clone());
             }
-            _ => checker.observe(&record),
+            _ => checker.observe_at(i as u64 + 1, &record),
         }
         violations.extend(checker.take_found());
+    }
+    if records == 0 {
+        return Err("the trace is empty: it has no start line".into());
     }
     let mut mismatches = Vec::new();
     if let Some(end) = &recorded_end {
