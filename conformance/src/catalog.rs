@@ -313,6 +313,87 @@ pub async fn internal_read_may_include_unbound_definitions<H: Harness>(harness: 
     );
 }
 
+// spec: CAT-6, CAT-5
+/// With a profile filter, an internal read lists an unbound definition only
+/// while some active, qualified version of an enabled type implements it
+/// with that profile.
+pub async fn internal_read_with_profile_needs_an_eligible_unbound_version<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let with_profile = |include_unbound: bool, p: &str| CatalogQuery {
+        profile: Some(profile(p)),
+        ..query(internal(include_unbound))
+    };
+    assert_eq!(
+        listed_by(&s.store, with_profile(true, "crm.v1")).await,
+        vec!["audit.export", "crm.contact.create", "crm.contact.read"]
+    );
+    assert_eq!(
+        listed_by(&s.store, with_profile(false, "crm.v1")).await,
+        vec!["crm.contact.create", "crm.contact.read"]
+    );
+    assert_eq!(
+        listed_by(&s.store, with_profile(true, "mail.v1")).await,
+        vec!["mail.send"],
+        "no version implements audit.export with mail.v1"
+    );
+
+    // Each broken link of the unbound chain hides audit.export, and only
+    // the link itself: the bound capabilities follow their own chain.
+    let both_versions = |active: bool, qualified: bool| {
+        ["v-crm-1", "v-crm-2"]
+            .into_iter()
+            .map(|v| Change::SetVersionStatus {
+                version: fixture::version(v),
+                active,
+                qualified,
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut crm_type = s.fleet.connector_type("ty-crm");
+    crm_type.enabled = false;
+    let restore = both_versions(true, true);
+    for (what, broken) in [
+        ("inactive versions", both_versions(false, true)),
+        ("unqualified versions", both_versions(true, false)),
+        ("a disabled type", vec![Change::UpsertType(crm_type)]),
+    ] {
+        s.publish(broken).await.unwrap();
+        assert!(
+            listed_by(&s.store, with_profile(true, "crm.v1"))
+                .await
+                .is_empty(),
+            "{what}: nothing implements a crm capability any more"
+        );
+        assert_eq!(
+            listed_by(&s.store, with_profile(true, "mail.v1")).await,
+            vec!["mail.send"],
+            "{what}"
+        );
+        let mut fix = restore.clone();
+        fix.push(Change::UpsertType(s.fleet.connector_type("ty-crm")));
+        s.publish(fix).await.unwrap();
+    }
+    // One eligible version is enough, bound or not.
+    s.publish(vec![Change::SetVersionStatus {
+        version: fixture::version("v-crm-1"),
+        active: false,
+        qualified: true,
+    }])
+    .await
+    .unwrap();
+    assert_eq!(
+        listed_by(&s.store, with_profile(true, "crm.bulk")).await,
+        vec!["audit.export", "crm.contact.create", "crm.contact.read"],
+        "v-crm-2 still implements them"
+    );
+    assert!(
+        listed_by(&s.store, with_profile(false, "crm.bulk"))
+            .await
+            .is_empty(),
+        "no tenant can call them: every crm binding runs on v-crm-1"
+    );
+}
+
 // spec: CAT-7
 /// A read with neither a tenant nor the internal permission gets an empty
 /// page, not an error.

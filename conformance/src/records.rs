@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 
 use connreg::contracts::{CatalogRead, ReplicaLifecycle, Routing, Status};
 use connreg::limits::{
-    BINDING_SCOPES_MAX, ID_BYTES_MAX, MANIFEST_BYTES_MAX, REPLICA_CAPACITY_MAX, TEXT_BYTES_MAX,
+    BINDING_SCOPES_MAX, ID_BYTES_MAX, INSTANCE_REPLICAS_MAX, MANIFEST_BYTES_MAX,
+    REPLICA_CAPACITY_MAX, TENANT_CAPABILITY_BINDINGS_MAX, TEXT_BYTES_MAX,
 };
 use connreg::*;
 
@@ -198,6 +199,43 @@ pub async fn tenant_may_hold_several_bindings_for_one_capability<H: Harness>(har
     assert_eq!(backup.policy.quota_policy, None);
 }
 
+// spec: REC-4, CAT-2
+/// A tenant holds at most `TENANT_CAPABILITY_BINDINGS_MAX` bindings for one
+/// capability: exactly the limit is accepted, one more is `LimitExceeded`
+/// and changes nothing, and updating a binding already held is not a new
+/// one.
+pub async fn bindings_per_tenant_and_capability_stop_at_their_limit<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let extra = |k: usize| {
+        let mut b = s.fleet.binding("b-acme-crm-create");
+        b.id = fixture::binding(&format!("b-acme-crm-create-{k:02}"));
+        b.priority = 100 + k as u32;
+        Change::UpsertBinding(b)
+    };
+    // The fixture holds one already.
+    s.publish((1..TENANT_CAPABILITY_BINDINGS_MAX).map(extra).collect())
+        .await
+        .expect("exactly the limit is accepted");
+    let before = s.observe().await;
+    assert_err!(
+        s.publish(vec![extra(TENANT_CAPABILITY_BINDINGS_MAX)]).await,
+        Error::LimitExceeded { max, .. } if max == TENANT_CAPABILITY_BINDINGS_MAX as u64
+    );
+    s.assert_unchanged(&before, "a binding past the limit")
+        .await;
+
+    let mut held = s.fleet.binding("b-acme-crm-create");
+    held.priority = 11;
+    s.publish(vec![Change::UpsertBinding(held)])
+        .await
+        .expect("updating a binding at the limit");
+    let mut other_capability = s.fleet.binding("b-acme-crm-read");
+    other_capability.id = fixture::binding("b-acme-crm-read-2");
+    s.publish(vec![Change::UpsertBinding(other_capability)])
+        .await
+        .expect("another capability counts on its own");
+}
+
 // spec: REC-4, REC-8, CAT-2
 /// A binding must use its own tenant's instance and scopes, and may not
 /// change tenant or capability; each refusal changes nothing.
@@ -331,6 +369,36 @@ pub async fn replica_registration_is_validated<H: Harness>(harness: &H) {
     s.assert_unchanged(&before, "refused registrations").await;
 }
 
+// spec: REC-5, LEASE-1
+/// One instance is served by at most `INSTANCE_REPLICAS_MAX` replicas: the
+/// next new replica is `LimitExceeded` and changes nothing, while a known
+/// replica still registers again and other instances count on their own.
+pub async fn replicas_per_instance_stop_at_their_limit<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    for k in s.fleet.options.replicas_per_instance..INSTANCE_REPLICAS_MAX {
+        s.register(s.fleet.replica_spec("i-acme-crm", k), 1).await;
+    }
+    let register =
+        |spec: ReplicaSpec, seq: u64| s.store.replica_register(s.fleet.register_params(spec, seq));
+    let before = s.observe().await;
+    assert_err!(
+        register(s.fleet.replica_spec("i-acme-crm", INSTANCE_REPLICAS_MAX), 1).await,
+        Error::LimitExceeded { max, .. } if max == INSTANCE_REPLICAS_MAX as u64
+    );
+    s.assert_unchanged(&before, "a replica past the limit")
+        .await;
+
+    let again = register(s.fleet.replica_spec("i-acme-crm", 0), 2)
+        .await
+        .expect("a known replica registers again at the limit");
+    assert_eq!(again.health_seq, 2);
+    register(
+        s.fleet.replica_spec("i-acme-mail", INSTANCE_REPLICAS_MAX),
+        1,
+    )
+    .await
+    .expect("another instance counts on its own");
+}
 // spec: REC-6, SETTLE-4
 /// A route is kept after its capacity is released: it reads back
 /// unreserved with its last settlement, and still counts as an assignment.
