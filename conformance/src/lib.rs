@@ -85,6 +85,7 @@ macro_rules! conformance_tests {
             route_reserves_every_scope_or_none,
             typed_identifiers_reject_bad_text,
             record_fields_over_their_limits_are_refused,
+            values_of_exactly_their_maximum_are_accepted,
         ] }
         $crate::__conformance_area! { $harness; catalog: [
             each_publication_adds_exactly_one_revision,

@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 
 use connreg::contracts::{CatalogRead, ReplicaLifecycle, Routing, Status};
 use connreg::limits::{
-    BINDING_SCOPES_MAX, ID_BYTES_MAX, INSTANCE_REPLICAS_MAX, MANIFEST_BYTES_MAX,
-    REPLICA_CAPACITY_MAX, TENANT_CAPABILITY_BINDINGS_MAX, TEXT_BYTES_MAX,
+    AUDIT_PAGE_ENTRIES_MAX, BINDING_SCOPES_MAX, ID_BYTES_MAX, INSTANCE_REPLICAS_MAX,
+    LEASE_MAINTENANCE_BATCH_MAX, MANIFEST_BYTES_MAX, PUBLICATION_CHANGES_MAX,
+    REPLICA_CAPACITY_MAX, SCOPE_LIMIT_MAX, TENANT_CAPABILITY_BINDINGS_MAX, TEXT_BYTES_MAX,
 };
 use connreg::*;
 
@@ -601,4 +602,75 @@ pub async fn record_fields_over_their_limits_are_refused<H: Harness>(harness: &H
         }
         s.assert_unchanged(&before, "refused record").await;
     }
+}
+
+// spec: CAT-10, REC-2, REC-5, REC-8
+/// Every record and request bound is inclusive: a value of exactly its
+/// maximum is accepted (the refusals one past it are tested beside each
+/// rule).
+pub async fn values_of_exactly_their_maximum_are_accepted<H: Harness>(harness: &H) {
+    use connreg::contracts::Operations;
+    use connreg::request::{AuditQuery, CircuitCloseParams};
+
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    assert!(InstanceId::new(&"i".repeat(ID_BYTES_MAX)).is_ok());
+
+    let mut big_manifest = s.fleet.version("v-crm-9");
+    big_manifest.manifest = "m".repeat(MANIFEST_BYTES_MAX);
+    let mut long_owner = s.fleet.connector_type("ty-crm");
+    long_owner.owner = "o".repeat(TEXT_BYTES_MAX);
+    let mut roomy = s.fleet.scope("s-acme");
+    roomy.limit = SCOPE_LIMIT_MAX;
+    let extra_scopes: Vec<AdmissionScope> = (0..BINDING_SCOPES_MAX)
+        .map(|k| AdmissionScope {
+            id: scope(&format!("s-acme-extra-{k}")),
+            ..s.fleet.scope("s-acme")
+        })
+        .collect();
+    let mut many_scopes = s.fleet.binding("b-acme-crm-read");
+    many_scopes.admission_scopes = extra_scopes.iter().map(|x| x.id.clone()).collect();
+    let mut changes = vec![
+        Change::AdmitVersion(big_manifest),
+        Change::UpsertType(long_owner),
+        Change::UpsertScope(roomy),
+    ];
+    changes.extend(extra_scopes.into_iter().map(Change::UpsertScope));
+    changes.push(Change::UpsertBinding(many_scopes));
+    s.publish(changes).await.expect("records at their bounds");
+    let same_type = Change::UpsertType(s.fleet.connector_type("ty-mail"));
+    s.publish(vec![same_type; PUBLICATION_CHANGES_MAX])
+        .await
+        .expect("a publication of exactly the most changes");
+
+    let mut big = s.fleet.replica_spec("i-acme-crm", 9);
+    big.capacity = REPLICA_CAPACITY_MAX;
+    let big = s
+        .store
+        .replica_register(s.fleet.register_params(big, 1))
+        .await
+        .expect("a replica of the largest capacity");
+    assert_eq!(big.spec.capacity, REPLICA_CAPACITY_MAX);
+    s.store
+        .lease_maintain(MaintainParams {
+            max: LEASE_MAINTENANCE_BATCH_MAX,
+        })
+        .await
+        .expect("the largest maintenance batch");
+    s.store
+        .audit_page(AuditQuery {
+            after: None,
+            limit: AUDIT_PAGE_ENTRIES_MAX as u32,
+        })
+        .await
+        .expect("the largest audit page");
+    // The reason passes its bound; the circuit, closed, is the refusal.
+    assert_err!(
+        s.store
+            .circuit_close(CircuitCloseParams {
+                replica: big.spec.id,
+                reason: "r".repeat(TEXT_BYTES_MAX),
+            })
+            .await,
+        Error::Conflict { .. }
+    );
 }
