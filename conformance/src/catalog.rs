@@ -578,7 +578,12 @@ pub async fn cursors_signed_with_the_previous_key_survive_a_rotation<H: Harness>
     };
     let second = before.store.catalog_page(next.clone()).await.unwrap();
     assert_eq!(
-        rotating.store.catalog_page(next.clone()).await.unwrap().entries,
+        rotating
+            .store
+            .catalog_page(next.clone())
+            .await
+            .unwrap()
+            .entries,
         second.entries
     );
     assert_err!(
@@ -592,7 +597,12 @@ pub async fn cursors_signed_with_the_previous_key_survive_a_rotation<H: Harness>
         ..q
     };
     assert_eq!(
-        after.store.catalog_page(next.clone()).await.unwrap().entries,
+        after
+            .store
+            .catalog_page(next.clone())
+            .await
+            .unwrap()
+            .entries,
         second.entries
     );
     assert_err!(
@@ -611,7 +621,11 @@ pub async fn cursors_signed_with_the_previous_key_survive_a_rotation<H: Harness>
             previous: previous.cloned(),
         },
     };
-    assert!(config(Some(&old_key), CIRCUIT_THRESHOLD_MAX).validate().is_ok());
+    assert!(
+        config(Some(&old_key), CIRCUIT_THRESHOLD_MAX)
+            .validate()
+            .is_ok()
+    );
     let same_id = CursorKey::new("key-2026", &[1; 32]).unwrap();
     assert_err!(
         config(Some(&same_id), 3).validate(),

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use connreg::contracts::{CatalogRead, ReplicaLifecycle, Routing, Status};
 use connreg::limits::{
     AUDIT_PAGE_ENTRIES_MAX, BINDING_SCOPES_MAX, ID_BYTES_MAX, INSTANCE_REPLICAS_MAX,
-    LEASE_MAINTENANCE_BATCH_MAX, MANIFEST_BYTES_MAX, PUBLICATION_CHANGES_MAX,
-    REPLICA_CAPACITY_MAX, SCOPE_LIMIT_MAX, TENANT_CAPABILITY_BINDINGS_MAX, TEXT_BYTES_MAX,
+    LEASE_MAINTENANCE_BATCH_MAX, MANIFEST_BYTES_MAX, PUBLICATION_CHANGES_MAX, REPLICA_CAPACITY_MAX,
+    SCOPE_LIMIT_MAX, TENANT_CAPABILITY_BINDINGS_MAX, TEXT_BYTES_MAX,
 };
 use connreg::*;
 
@@ -613,7 +613,7 @@ pub async fn values_of_exactly_their_maximum_are_accepted<H: Harness>(harness: &
     use connreg::request::{AuditQuery, CircuitCloseParams};
 
     let s = fixture::open(harness, FleetOptions::default()).await;
-    assert!(InstanceId::new(&"i".repeat(ID_BYTES_MAX)).is_ok());
+    assert!(InstanceId::new("i".repeat(ID_BYTES_MAX)).is_ok());
 
     let mut big_manifest = s.fleet.version("v-crm-9");
     big_manifest.manifest = "m".repeat(MANIFEST_BYTES_MAX);
