@@ -195,11 +195,12 @@ pub async fn registering_a_live_replica_again_moves_its_lease<H: Harness>(harnes
     s.assert_unchanged(&before, "a not-newer registration")
         .await;
 
-    // Past the first lease end, before the second.
+    // Past the first lease end, before the second: exactly a batch of 11
+    // expired, so nothing more remains.
     s.clock.advance_ms(s.fleet.options.lease_ttl_ms - 5_000);
     let maintained = s
         .store
-        .lease_maintain(MaintainParams { max: 100 })
+        .lease_maintain(MaintainParams { max: 11 })
         .await
         .unwrap();
     assert!(
@@ -207,6 +208,7 @@ pub async fn registering_a_live_replica_again_moves_its_lease<H: Harness>(harnes
         "{maintained:?}"
     );
     assert_eq!(maintained.expired.len(), 11);
+    assert!(!maintained.more, "a batch of exactly the expired replicas");
     assert_eq!(get(&s, "i-acme-crm-r0").await.state, ReplicaState::Ready);
     s.clock.advance_ms(5_000);
     let maintained = s
