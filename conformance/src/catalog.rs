@@ -313,6 +313,87 @@ pub async fn internal_read_may_include_unbound_definitions<H: Harness>(harness: 
     );
 }
 
+// spec: CAT-6, CAT-5
+/// With a profile filter, an internal read lists an unbound definition only
+/// while some active, qualified version of an enabled type implements it
+/// with that profile.
+pub async fn internal_read_with_profile_needs_an_eligible_unbound_version<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let with_profile = |include_unbound: bool, p: &str| CatalogQuery {
+        profile: Some(profile(p)),
+        ..query(internal(include_unbound))
+    };
+    assert_eq!(
+        listed_by(&s.store, with_profile(true, "crm.v1")).await,
+        vec!["audit.export", "crm.contact.create", "crm.contact.read"]
+    );
+    assert_eq!(
+        listed_by(&s.store, with_profile(false, "crm.v1")).await,
+        vec!["crm.contact.create", "crm.contact.read"]
+    );
+    assert_eq!(
+        listed_by(&s.store, with_profile(true, "mail.v1")).await,
+        vec!["mail.send"],
+        "no version implements audit.export with mail.v1"
+    );
+
+    // Each broken link of the unbound chain hides audit.export, and only
+    // the link itself: the bound capabilities follow their own chain.
+    let both_versions = |active: bool, qualified: bool| {
+        ["v-crm-1", "v-crm-2"]
+            .into_iter()
+            .map(|v| Change::SetVersionStatus {
+                version: fixture::version(v),
+                active,
+                qualified,
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut crm_type = s.fleet.connector_type("ty-crm");
+    crm_type.enabled = false;
+    let restore = both_versions(true, true);
+    for (what, broken) in [
+        ("inactive versions", both_versions(false, true)),
+        ("unqualified versions", both_versions(true, false)),
+        ("a disabled type", vec![Change::UpsertType(crm_type)]),
+    ] {
+        s.publish(broken).await.unwrap();
+        assert!(
+            listed_by(&s.store, with_profile(true, "crm.v1"))
+                .await
+                .is_empty(),
+            "{what}: nothing implements a crm capability any more"
+        );
+        assert_eq!(
+            listed_by(&s.store, with_profile(true, "mail.v1")).await,
+            vec!["mail.send"],
+            "{what}"
+        );
+        let mut fix = restore.clone();
+        fix.push(Change::UpsertType(s.fleet.connector_type("ty-crm")));
+        s.publish(fix).await.unwrap();
+    }
+    // One eligible version is enough, bound or not.
+    s.publish(vec![Change::SetVersionStatus {
+        version: fixture::version("v-crm-1"),
+        active: false,
+        qualified: true,
+    }])
+    .await
+    .unwrap();
+    assert_eq!(
+        listed_by(&s.store, with_profile(true, "crm.bulk")).await,
+        vec!["audit.export", "crm.contact.create", "crm.contact.read"],
+        "v-crm-2 still implements them"
+    );
+    assert!(
+        listed_by(&s.store, with_profile(false, "crm.bulk"))
+            .await
+            .is_empty(),
+        "no tenant can call them: every crm binding runs on v-crm-1"
+    );
+}
+
 // spec: CAT-7
 /// A read with neither a tenant nor the internal permission gets an empty
 /// page, not an error.
@@ -419,6 +500,142 @@ pub async fn pages_are_bounded_by_serialized_bytes<H: Harness>(harness: &H) {
     }
     assert_eq!(total, 8);
     assert!(all.len() >= 3, "8 entries of 20 KiB need several pages");
+}
+
+// spec: CAT-8
+/// The byte budget is inclusive: entries that add up to exactly the budget
+/// share one page, and one byte less moves the last of them to the next.
+pub async fn page_byte_budget_holds_entries_up_to_exactly_its_size<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    publish_bulk_definitions(&s, 6, 20 * 1024).await;
+    let bulk = CatalogQuery {
+        page_items: Some(PAGE_ITEMS_MAX),
+        page_bytes: Some(PAGE_BYTES_MAX),
+        search: Some("bulk".into()),
+        ..query(internal(true))
+    };
+    let everything = s.store.catalog_page(bulk.clone()).await.unwrap();
+    assert_eq!(everything.entries.len(), 6);
+    let size = |e: &CatalogEntry| serde_json::to_vec(e).unwrap().len() as u32;
+    let four: u32 = everything.entries[..4].iter().map(size).sum();
+    assert!(four >= PAGE_BYTES_MIN, "{four} bytes");
+
+    let exact = s
+        .store
+        .catalog_page(CatalogQuery {
+            page_bytes: Some(four),
+            ..bulk.clone()
+        })
+        .await
+        .unwrap();
+    assert_eq!(exact.entries, everything.entries[..4].to_vec());
+    assert!(exact.next.is_some());
+    let short = s
+        .store
+        .catalog_page(CatalogQuery {
+            page_bytes: Some(four - 1),
+            ..bulk
+        })
+        .await
+        .unwrap();
+    assert_eq!(short.entries, everything.entries[..3].to_vec());
+}
+
+// spec: CAT-9
+/// During a key rotation a cursor signed with the previous key still reads
+/// its next page; a registry that no longer holds that key answers
+/// InvalidCursor; a configuration whose two keys share an id is refused.
+pub async fn cursors_signed_with_the_previous_key_survive_a_rotation<H: Harness>(harness: &H) {
+    use connreg::catalog::{CursorKey, CursorKeys};
+    use connreg::limits::CIRCUIT_THRESHOLD_MAX;
+
+    let old_key = CursorKey::new("key-2025", &[7; 32]).unwrap();
+    let new_key = CursorKey::new("key-2026", &[9; 32]).unwrap();
+    assert_eq!((old_key.id(), new_key.id()), ("key-2025", "key-2026"));
+    let with_keys = |current: &CursorKey, previous: Option<&CursorKey>| FleetOptions {
+        config: RegistryConfig {
+            cursor_keys: CursorKeys {
+                current: current.clone(),
+                previous: previous.cloned(),
+            },
+            ..RegistryConfig::default()
+        },
+        ..FleetOptions::default()
+    };
+    let q = CatalogQuery {
+        page_items: Some(1),
+        ..query(Reader::Tenant(acme()))
+    };
+
+    // The same fleet, at the same revision, in three registries.
+    let before = fixture::open(harness, with_keys(&old_key, None)).await;
+    let rotating = fixture::open(harness, with_keys(&new_key, Some(&old_key))).await;
+    let after = fixture::open(harness, with_keys(&new_key, None)).await;
+    let first = before.store.catalog_page(q.clone()).await.unwrap();
+    let next = CatalogQuery {
+        cursor: first.next.clone(),
+        ..q.clone()
+    };
+    let second = before.store.catalog_page(next.clone()).await.unwrap();
+    assert_eq!(
+        rotating
+            .store
+            .catalog_page(next.clone())
+            .await
+            .unwrap()
+            .entries,
+        second.entries
+    );
+    assert_err!(
+        after.store.catalog_page(next).await,
+        Error::InvalidCursor { .. }
+    );
+    // The rotating registry signs with the new key only.
+    let renewed = rotating.store.catalog_page(q.clone()).await.unwrap();
+    let next = CatalogQuery {
+        cursor: renewed.next.clone(),
+        ..q
+    };
+    assert_eq!(
+        after
+            .store
+            .catalog_page(next.clone())
+            .await
+            .unwrap()
+            .entries,
+        second.entries
+    );
+    assert_err!(
+        before.store.catalog_page(next).await,
+        Error::InvalidCursor { .. }
+    );
+
+    // Configuration checks, shared by every backend.
+    let config = |previous: Option<&CursorKey>, threshold: u32| RegistryConfig {
+        circuit: CircuitPolicy {
+            enabled: true,
+            threshold,
+        },
+        cursor_keys: CursorKeys {
+            current: new_key.clone(),
+            previous: previous.cloned(),
+        },
+    };
+    assert!(
+        config(Some(&old_key), CIRCUIT_THRESHOLD_MAX)
+            .validate()
+            .is_ok()
+    );
+    let same_id = CursorKey::new("key-2026", &[1; 32]).unwrap();
+    assert_err!(
+        config(Some(&same_id), 3).validate(),
+        Error::InvalidRequest { .. }
+    );
+    assert_err!(config(None, 0).validate(), Error::InvalidRequest { .. });
+    assert_err!(
+        config(None, CIRCUIT_THRESHOLD_MAX + 1).validate(),
+        Error::LimitExceeded { max, .. } if max == u64::from(CIRCUIT_THRESHOLD_MAX)
+    );
 }
 
 // spec: CAT-9

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use connreg::contracts::Registry;
+use connreg::contracts::{DataPlane, Registry};
 use connreg::{Inspect, ManualClock, RegistryConfig};
 
 /// Opens fresh stores of one backend. Each test opens its own store, so
@@ -17,6 +17,13 @@ pub trait Harness: Send + Sync + 'static {
         clock: ManualClock,
         config: RegistryConfig,
     ) -> impl Future<Output = Self::Store> + Send;
+
+    /// The backend's data-plane handle: the data-plane contracts only,
+    /// on the same store (AUTH-1).
+    type DataPlane: DataPlane + Clone + Send + Sync + 'static;
+
+    /// The data-plane handle on `store`'s data.
+    fn data_plane(store: &Self::Store) -> Self::DataPlane;
 
     /// The authority `store`'s operator acts are recorded under (AUTH-7):
     /// what the backend verified, never what a caller wrote.

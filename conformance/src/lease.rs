@@ -159,6 +159,66 @@ pub async fn replica_lifecycle_runs_ready_draining_offline_and_back<H: Harness>(
     );
 }
 
+// spec: LEASE-1, LEASE-2
+/// Registering a live replica again with a newer sequence moves its lease
+/// and undoes a drain: maintenance goes by the new lease end only, and a
+/// not-newer registration changes nothing.
+pub async fn registering_a_live_replica_again_moves_its_lease<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    s.store
+        .replica_drain(replica("i-acme-crm-r0"))
+        .await
+        .unwrap();
+    s.clock.advance_ms(10_000);
+    let spec = s.fleet.replica_spec("i-acme-crm", 0);
+    let again = s
+        .store
+        .replica_register(s.fleet.register_params(spec.clone(), 2))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.state,
+        ReplicaState::Ready,
+        "a newer registration undoes a drain"
+    );
+    assert_eq!(
+        again.lease_expires_at,
+        Timestamp(CLOCK_START_MS + 10_000 + s.fleet.options.lease_ttl_ms)
+    );
+    let before = s.observe().await;
+    let stale = s
+        .store
+        .replica_register(s.fleet.register_params(spec, 2))
+        .await
+        .unwrap();
+    assert_eq!(stale, again);
+    s.assert_unchanged(&before, "a not-newer registration")
+        .await;
+
+    // Past the first lease end, before the second: exactly a batch of 11
+    // expired, so nothing more remains.
+    s.clock.advance_ms(s.fleet.options.lease_ttl_ms - 5_000);
+    let maintained = s
+        .store
+        .lease_maintain(MaintainParams { max: 11 })
+        .await
+        .unwrap();
+    assert!(
+        !maintained.expired.contains(&replica("i-acme-crm-r0")),
+        "{maintained:?}"
+    );
+    assert_eq!(maintained.expired.len(), 11);
+    assert!(!maintained.more, "a batch of exactly the expired replicas");
+    assert_eq!(get(&s, "i-acme-crm-r0").await.state, ReplicaState::Ready);
+    s.clock.advance_ms(5_000);
+    let maintained = s
+        .store
+        .lease_maintain(MaintainParams { max: 100 })
+        .await
+        .unwrap();
+    assert_eq!(maintained.expired, vec![replica("i-acme-crm-r0")]);
+}
+
 // spec: LEASE-2
 /// Lease maintenance marks at most `max` expired replicas offline per call
 /// and says when more remain; its batch size is itself bounded.

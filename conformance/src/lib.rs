@@ -76,13 +76,16 @@ macro_rules! conformance_tests {
             instance_references_travel_into_the_route,
             tenant_may_hold_several_bindings_for_one_capability,
             binding_must_stay_within_its_tenant,
+            bindings_per_tenant_and_capability_stop_at_their_limit,
             registered_replica_carries_its_full_record,
             replica_registration_is_validated,
+            replicas_per_instance_stop_at_their_limit,
             assignment_is_kept_after_release,
             records_hold_credentials_only_as_references,
             route_reserves_every_scope_or_none,
             typed_identifiers_reject_bad_text,
             record_fields_over_their_limits_are_refused,
+            values_of_exactly_their_maximum_are_accepted,
         ] }
         $crate::__conformance_area! { $harness; catalog: [
             each_publication_adds_exactly_one_revision,
@@ -93,12 +96,15 @@ macro_rules! conformance_tests {
             each_broken_link_hides_the_capability,
             profile_filter_keeps_supporting_versions,
             internal_read_may_include_unbound_definitions,
+            internal_read_with_profile_needs_an_eligible_unbound_version,
             anonymous_read_returns_an_empty_page,
             pages_are_ordered_and_bounded_by_items,
             pages_are_bounded_by_serialized_bytes,
+            page_byte_budget_holds_entries_up_to_exactly_its_size,
             cursor_after_a_publication_is_stale,
             tampered_or_foreign_cursors_are_rejected,
             forged_cursors_are_invalid,
+            cursors_signed_with_the_previous_key_survive_a_rotation,
             read_limits_are_enforced_by_the_registry,
             search_and_exact_capability_filters_apply,
             oversized_definition_is_refused,
@@ -127,6 +133,7 @@ macro_rules! conformance_tests {
             preferred_region_then_zone_rank_first,
             fewer_active_reservations_rank_before_the_hash,
             equal_candidates_follow_the_stable_route_hash,
+            equal_keys_of_two_bindings_go_to_the_smaller_binding_id,
             topology_preferences_never_move_an_existing_route,
         ] }
         $crate::__conformance_area! { $harness; pin: [
@@ -160,6 +167,7 @@ macro_rules! conformance_tests {
             heartbeat_advances_sequence_and_lease,
             older_or_equal_heartbeat_is_ignored,
             replica_lifecycle_runs_ready_draining_offline_and_back,
+            registering_a_live_replica_again_moves_its_lease,
             maintenance_is_bounded_per_call,
             maintenance_releases_reservations_as_lease_expired,
             maintenance_never_rewrites_a_destination,
@@ -169,6 +177,7 @@ macro_rules! conformance_tests {
         ] }
         $crate::__conformance_area! { $harness; status: [
             status_counts_match_the_store,
+            data_plane_handle_serves_the_same_store,
         ] }
         $crate::__conformance_area! { $harness; race: [
             racing_resolves_of_one_action_create_one_assignment,

@@ -1,5 +1,6 @@
 //! The in-memory backend's harness, plain and with a planted bug.
 
+use connreg::memory::MemoryDataPlane;
 use connreg::plant::Plant;
 use connreg::{ManualClock, MemoryRegistry, RegistryConfig};
 
@@ -11,9 +12,14 @@ pub struct MemoryHarness;
 
 impl Harness for MemoryHarness {
     type Store = MemoryRegistry;
+    type DataPlane = MemoryDataPlane;
 
     async fn open(&self, clock: ManualClock, config: RegistryConfig) -> MemoryRegistry {
         MemoryRegistry::new(clock, config).expect("the conformance configuration is valid")
+    }
+
+    fn data_plane(store: &MemoryRegistry) -> MemoryDataPlane {
+        store.data_plane()
     }
 
     fn operator_authority(_store: &MemoryRegistry) -> String {
@@ -28,11 +34,16 @@ pub struct PlantedHarness(pub Plant);
 
 impl Harness for PlantedHarness {
     type Store = MemoryRegistry;
+    type DataPlane = MemoryDataPlane;
 
     async fn open(&self, clock: ManualClock, config: RegistryConfig) -> MemoryRegistry {
         MemoryRegistry::new(clock, config)
             .expect("the conformance configuration is valid")
             .with_plant(self.0)
+    }
+
+    fn data_plane(store: &MemoryRegistry) -> MemoryDataPlane {
+        store.data_plane()
     }
 
     fn operator_authority(_store: &MemoryRegistry) -> String {

@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 
 use connreg::contracts::{CatalogRead, ReplicaLifecycle, Routing, Status};
 use connreg::limits::{
-    BINDING_SCOPES_MAX, ID_BYTES_MAX, MANIFEST_BYTES_MAX, REPLICA_CAPACITY_MAX, TEXT_BYTES_MAX,
+    AUDIT_PAGE_ENTRIES_MAX, BINDING_SCOPES_MAX, ID_BYTES_MAX, INSTANCE_REPLICAS_MAX,
+    LEASE_MAINTENANCE_BATCH_MAX, MANIFEST_BYTES_MAX, PUBLICATION_CHANGES_MAX, REPLICA_CAPACITY_MAX,
+    SCOPE_LIMIT_MAX, TENANT_CAPABILITY_BINDINGS_MAX, TEXT_BYTES_MAX,
 };
 use connreg::*;
 
@@ -198,6 +200,43 @@ pub async fn tenant_may_hold_several_bindings_for_one_capability<H: Harness>(har
     assert_eq!(backup.policy.quota_policy, None);
 }
 
+// spec: REC-4, CAT-2
+/// A tenant holds at most `TENANT_CAPABILITY_BINDINGS_MAX` bindings for one
+/// capability: exactly the limit is accepted, one more is `LimitExceeded`
+/// and changes nothing, and updating a binding already held is not a new
+/// one.
+pub async fn bindings_per_tenant_and_capability_stop_at_their_limit<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let extra = |k: usize| {
+        let mut b = s.fleet.binding("b-acme-crm-create");
+        b.id = fixture::binding(&format!("b-acme-crm-create-{k:02}"));
+        b.priority = 100 + k as u32;
+        Change::UpsertBinding(b)
+    };
+    // The fixture holds one already.
+    s.publish((1..TENANT_CAPABILITY_BINDINGS_MAX).map(extra).collect())
+        .await
+        .expect("exactly the limit is accepted");
+    let before = s.observe().await;
+    assert_err!(
+        s.publish(vec![extra(TENANT_CAPABILITY_BINDINGS_MAX)]).await,
+        Error::LimitExceeded { max, .. } if max == TENANT_CAPABILITY_BINDINGS_MAX as u64
+    );
+    s.assert_unchanged(&before, "a binding past the limit")
+        .await;
+
+    let mut held = s.fleet.binding("b-acme-crm-create");
+    held.priority = 11;
+    s.publish(vec![Change::UpsertBinding(held)])
+        .await
+        .expect("updating a binding at the limit");
+    let mut other_capability = s.fleet.binding("b-acme-crm-read");
+    other_capability.id = fixture::binding("b-acme-crm-read-2");
+    s.publish(vec![Change::UpsertBinding(other_capability)])
+        .await
+        .expect("another capability counts on its own");
+}
+
 // spec: REC-4, REC-8, CAT-2
 /// A binding must use its own tenant's instance and scopes, and may not
 /// change tenant or capability; each refusal changes nothing.
@@ -331,6 +370,36 @@ pub async fn replica_registration_is_validated<H: Harness>(harness: &H) {
     s.assert_unchanged(&before, "refused registrations").await;
 }
 
+// spec: REC-5, LEASE-1
+/// One instance is served by at most `INSTANCE_REPLICAS_MAX` replicas: the
+/// next new replica is `LimitExceeded` and changes nothing, while a known
+/// replica still registers again and other instances count on their own.
+pub async fn replicas_per_instance_stop_at_their_limit<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    for k in s.fleet.options.replicas_per_instance..INSTANCE_REPLICAS_MAX {
+        s.register(s.fleet.replica_spec("i-acme-crm", k), 1).await;
+    }
+    let register =
+        |spec: ReplicaSpec, seq: u64| s.store.replica_register(s.fleet.register_params(spec, seq));
+    let before = s.observe().await;
+    assert_err!(
+        register(s.fleet.replica_spec("i-acme-crm", INSTANCE_REPLICAS_MAX), 1).await,
+        Error::LimitExceeded { max, .. } if max == INSTANCE_REPLICAS_MAX as u64
+    );
+    s.assert_unchanged(&before, "a replica past the limit")
+        .await;
+
+    let again = register(s.fleet.replica_spec("i-acme-crm", 0), 2)
+        .await
+        .expect("a known replica registers again at the limit");
+    assert_eq!(again.health_seq, 2);
+    register(
+        s.fleet.replica_spec("i-acme-mail", INSTANCE_REPLICAS_MAX),
+        1,
+    )
+    .await
+    .expect("another instance counts on its own");
+}
 // spec: REC-6, SETTLE-4
 /// A route is kept after its capacity is released: it reads back
 /// unreserved with its last settlement, and still counts as an assignment.
@@ -533,4 +602,75 @@ pub async fn record_fields_over_their_limits_are_refused<H: Harness>(harness: &H
         }
         s.assert_unchanged(&before, "refused record").await;
     }
+}
+
+// spec: CAT-10, REC-2, REC-5, REC-8
+/// Every record and request bound is inclusive: a value of exactly its
+/// maximum is accepted (the refusals one past it are tested beside each
+/// rule).
+pub async fn values_of_exactly_their_maximum_are_accepted<H: Harness>(harness: &H) {
+    use connreg::contracts::Operations;
+    use connreg::request::{AuditQuery, CircuitCloseParams};
+
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    assert!(InstanceId::new("i".repeat(ID_BYTES_MAX)).is_ok());
+
+    let mut big_manifest = s.fleet.version("v-crm-9");
+    big_manifest.manifest = "m".repeat(MANIFEST_BYTES_MAX);
+    let mut long_owner = s.fleet.connector_type("ty-crm");
+    long_owner.owner = "o".repeat(TEXT_BYTES_MAX);
+    let mut roomy = s.fleet.scope("s-acme");
+    roomy.limit = SCOPE_LIMIT_MAX;
+    let extra_scopes: Vec<AdmissionScope> = (0..BINDING_SCOPES_MAX)
+        .map(|k| AdmissionScope {
+            id: scope(&format!("s-acme-extra-{k}")),
+            ..s.fleet.scope("s-acme")
+        })
+        .collect();
+    let mut many_scopes = s.fleet.binding("b-acme-crm-read");
+    many_scopes.admission_scopes = extra_scopes.iter().map(|x| x.id.clone()).collect();
+    let mut changes = vec![
+        Change::AdmitVersion(big_manifest),
+        Change::UpsertType(long_owner),
+        Change::UpsertScope(roomy),
+    ];
+    changes.extend(extra_scopes.into_iter().map(Change::UpsertScope));
+    changes.push(Change::UpsertBinding(many_scopes));
+    s.publish(changes).await.expect("records at their bounds");
+    let same_type = Change::UpsertType(s.fleet.connector_type("ty-mail"));
+    s.publish(vec![same_type; PUBLICATION_CHANGES_MAX])
+        .await
+        .expect("a publication of exactly the most changes");
+
+    let mut big = s.fleet.replica_spec("i-acme-crm", 9);
+    big.capacity = REPLICA_CAPACITY_MAX;
+    let big = s
+        .store
+        .replica_register(s.fleet.register_params(big, 1))
+        .await
+        .expect("a replica of the largest capacity");
+    assert_eq!(big.spec.capacity, REPLICA_CAPACITY_MAX);
+    s.store
+        .lease_maintain(MaintainParams {
+            max: LEASE_MAINTENANCE_BATCH_MAX,
+        })
+        .await
+        .expect("the largest maintenance batch");
+    s.store
+        .audit_page(AuditQuery {
+            after: None,
+            limit: AUDIT_PAGE_ENTRIES_MAX as u32,
+        })
+        .await
+        .expect("the largest audit page");
+    // The reason passes its bound; the circuit, closed, is the refusal.
+    assert_err!(
+        s.store
+            .circuit_close(CircuitCloseParams {
+                replica: big.spec.id,
+                reason: "r".repeat(TEXT_BYTES_MAX),
+            })
+            .await,
+        Error::Conflict { .. }
+    );
 }

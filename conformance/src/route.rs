@@ -650,6 +650,37 @@ pub async fn equal_candidates_follow_the_stable_route_hash<H: Harness>(harness: 
     assert!(chosen.len() > 1, "the hash spreads actions");
 }
 
+// spec: ROUTE-10
+/// Two bindings of the same priority on the same instance offer the same
+/// replicas with equal keys: the binding with the smaller ID takes the
+/// route, on every backend alike, and keeps it for its retries.
+pub async fn equal_keys_of_two_bindings_go_to_the_smaller_binding_id<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let primary = s.fleet.binding("b-acme-crm-create");
+    for id in ["b-acme-crm-create-a", "b-acme-crm-create-z"] {
+        let mut twin = primary.clone();
+        twin.id = fixture::binding(id);
+        twin.credential = fixture::reference(&format!("cred:{id}"), 3);
+        s.publish(vec![Change::UpsertBinding(twin)]).await.unwrap();
+    }
+    for i in 0..4 {
+        let a = s.resolve_acme(&format!("twin-{i}")).await;
+        assert_eq!(a.destination.binding, primary.id, "twin-{i}");
+        assert_eq!(a.policy.credential, primary.credential);
+        s.settle(&a, Outcome::Completed).await.unwrap();
+    }
+    let mut disabled = primary.clone();
+    disabled.enabled = false;
+    s.publish(vec![Change::UpsertBinding(disabled)])
+        .await
+        .unwrap();
+    let a = s.resolve_acme("twin-after").await;
+    assert_eq!(
+        a.destination.binding,
+        fixture::binding("b-acme-crm-create-a")
+    );
+}
+
 // spec: ROUTE-11, PIN-2
 /// Topology preferences and filters apply to new routes only: a retry
 /// with another region, zone, class or cross-region rule gets the same

@@ -9,6 +9,7 @@ struct PgHarness;
 
 impl connreg_conformance::Harness for PgHarness {
     type Store = connreg::postgres::PgRegistry;
+    type DataPlane = connreg::postgres::PgDataPlane;
 
     async fn open(
         &self,
@@ -18,6 +19,10 @@ impl connreg_conformance::Harness for PgHarness {
         connreg::postgres::testing::TestRegistry::open(clock, config)
             .await
             .unwrap_or_else(|e| panic!("a PostgreSQL registry for the conformance suite: {e}"))
+    }
+
+    fn data_plane(store: &connreg::postgres::PgRegistry) -> connreg::postgres::PgDataPlane {
+        store.data_plane()
     }
 
     fn operator_authority(store: &connreg::postgres::PgRegistry) -> String {

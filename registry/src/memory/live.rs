@@ -352,9 +352,7 @@ impl LiveState {
             return Err(Error::FenceLost);
         };
         let same = if behaviour.ignore_fence {
-            let mut g = given.clone();
-            g.reservation = stored.assignment.reservation.clone();
-            g == stored.assignment
+            same_but_fence(given, &stored.assignment)
         } else {
             *given == stored.assignment
         };
@@ -617,4 +615,12 @@ impl LiveState {
             routes: self.routes.values().cloned().collect(),
         })
     }
+}
+
+/// The `ignore-fence` plant's comparison: the same assignment whatever its
+/// reservation says.
+fn same_but_fence(given: &RouteAssignment, stored: &RouteAssignment) -> bool {
+    let mut g = given.clone();
+    g.reservation = stored.reservation.clone();
+    g == *stored
 }
