@@ -4,9 +4,10 @@
 //!   environment contract (`benches/environments/*.toml`) on the in-memory
 //!   or the PostgreSQL backend and writes a PASS/FAIL report with its
 //!   measured figures (SIM-6).
-//! - `benches/memory.rs` (criterion): in-memory resolve of new actions on
-//!   fleets of 100 and 10,000 replicas side by side, duplicate resolve,
-//!   settle and a catalog page read.
+//! - `benches/targets.rs`: every performance target measured side by side
+//!   in one run (criterion benches of both backends on fleets of 1,000 to
+//!   100,000 replicas, PostgreSQL throughput beside pgbench, memory per
+//!   route, simulator seeds per minute), one `TARGET` line each.
 //! - `benches/resolve_vs_pgbench.rs`: new-route resolves per second on the
 //!   PostgreSQL backend at several client counts against a large fleet,
 //!   beside pgbench's built-in TPC-B on the same server, and their ratio.
@@ -20,9 +21,9 @@
 //!   a store snapshot and the answers the clients got.
 //! - [`qualify`]: contracts, fleets, the workload, invariant checks and
 //!   reports of `connreg-qualify`; its fleet builder also serves
-//!   `benches/memory.rs`.
+//!   `benches/targets.rs`.
 //! - [`resolve_bench`]: settings, fleet loading and the pgbench runner of
-//!   `resolve_vs_pgbench`.
+//!   `resolve_vs_pgbench` and `targets`.
 
 pub mod crash;
 pub mod qualify;
