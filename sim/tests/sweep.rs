@@ -266,7 +266,8 @@ fn junit_escapes_what_a_failure_says() {
         assert_eq!(f.attribute("type"), Some("idempotent_settlement"));
         let message = f.attribute("message").unwrap();
         assert!(
-            message.contains("reproduce: cargo run -p connreg-sim"),
+            message.contains("reproduce: cargo run --manifest-path ")
+                && message.contains(" -p connreg-sim --release -- run --scenario "),
             "{message}"
         );
     }
