@@ -27,7 +27,9 @@
 //!
 //! Knobs: `CONNREG_TARGETS_SECS` (measured seconds of each throughput run,
 //! default 5, at most [`SECS_MAX`]), `CONNREG_TARGETS_PARTS` (comma
-//! separated subset of `memory,postgres,alloc,sim`; default all). The
+//! separated subset of `memory,postgres,alloc,sim`; default all;
+//! `pgload` alone runs the 16-client PostgreSQL runs without the
+//! PostgreSQL criterion benches). The
 //! PostgreSQL server comes from connreg-pgtest (`CONNREG_TEST_DATABASE_URL`,
 //! else a throwaway local cluster, whose `fsync` the bench turns on).
 //!
@@ -592,6 +594,8 @@ struct Throughput {
     p99_ms: f64,
     /// Per operation.
     wal: Wal,
+    /// Per operation, by record kind.
+    wal_kinds: Vec<String>,
 }
 
 /// Most microseconds one call's latency is recorded as.
@@ -643,6 +647,45 @@ async fn wal_between(
     .await
     .ok();
     Ok(Wal { total, records })
+}
+
+/// Most record kinds the WAL breakdown prints.
+const WAL_KINDS_SHOWN: i64 = 12;
+
+/// What the WAL between two positions is made of, per transaction: each
+/// resource manager and record kind with its count and record bytes,
+/// largest first. Empty without pg_walinspect.
+async fn wal_breakdown(
+    admin: &mut sqlx::PgConnection,
+    before: &str,
+    after: &str,
+    transactions: u64,
+) -> Vec<String> {
+    let rows = sqlx::query_as::<_, (String, f64, f64, f64)>(
+        "SELECT \"resource_manager/record_type\", count::float8,
+                record_size::float8, fpi_size::float8
+           FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, per_record => true)
+          WHERE count > 0
+          ORDER BY record_size DESC
+          LIMIT $3",
+    )
+    .bind(before)
+    .bind(after)
+    .bind(WAL_KINDS_SHOWN)
+    .fetch_all(&mut *admin)
+    .await
+    .unwrap_or_default();
+    let n = transactions.max(1) as f64;
+    rows.into_iter()
+        .map(|(kind, count, records, images)| {
+            format!(
+                "{kind:<28} {:>6.2} records {:>7.1} B  images {:>7.1} B",
+                count / n,
+                records / n,
+                images / n
+            )
+        })
+        .collect()
 }
 
 impl Wal {
@@ -719,12 +762,14 @@ async fn throughput(
     let elapsed = started.elapsed();
     let wal_after = wal_lsn(admin).await?;
     let wal = wal_between(admin, &wal_before, &wal_after).await?.per(ops);
+    let wal_kinds = wal_breakdown(admin, &wal_before, &wal_after, ops).await;
     Ok(Throughput {
         tps: ops as f64 / elapsed.as_secs_f64(),
         ops,
         errors,
         p99_ms: latencies.value_at_quantile(0.99) as f64 / 1_000.0,
         wal,
+        wal_kinds,
     })
 }
 
@@ -828,6 +873,7 @@ struct PgFigures {
     existing: Throughput,
     tpcb: PgbenchRun,
     tpcb_wal: Wal,
+    tpcb_wal_kinds: Vec<String>,
     select_only: PgbenchRun,
 }
 
@@ -836,7 +882,7 @@ async fn pgbench_counted(
     admin: &mut sqlx::PgConnection,
     secs: u64,
     select_only: bool,
-) -> Result<(PgbenchRun, Wal), String> {
+) -> Result<(PgbenchRun, Wal, Vec<String>), String> {
     let before = wal_lsn(admin).await?;
     let pgbench = pgbench.clone();
     let run = tokio::task::spawn_blocking(move || pgbench.run_counted(CLIENTS, secs, select_only))
@@ -844,7 +890,8 @@ async fn pgbench_counted(
         .map_err(|e| e.to_string())??;
     let after = wal_lsn(admin).await?;
     let wal = wal_between(admin, &before, &after).await?;
-    Ok((run, wal.per(run.transactions)))
+    let kinds = wal_breakdown(admin, &before, &after, run.transactions).await;
+    Ok((run, wal.per(run.transactions), kinds))
 }
 
 async fn pg_throughput(secs: u64) -> Result<PgFigures, String> {
@@ -905,10 +952,10 @@ async fn pg_throughput(secs: u64) -> Result<PgFigures, String> {
     // Warm-up: caches, the fleet's pages, the plans.
     throughput(&data, &mut admin, Load::NewRoute, 1.min(secs), "w").await?;
     let new_route = throughput(&data, &mut admin, Load::NewRoute, secs, "n").await?;
-    let (tpcb, tpcb_wal) = pgbench_counted(&pgbench, &mut admin, secs, false).await?;
+    let (tpcb, tpcb_wal, tpcb_wal_kinds) = pgbench_counted(&pgbench, &mut admin, secs, false).await?;
     let action = throughput(&data, &mut admin, Load::Action, secs, "s").await?;
     let existing = throughput(&data, &mut admin, Load::Existing, secs, "e").await?;
-    let (select_only, _) = pgbench_counted(&pgbench, &mut admin, secs, true).await?;
+    let (select_only, _, _) = pgbench_counted(&pgbench, &mut admin, secs, true).await?;
     control.close().await;
     drop(tpcb_db);
     drop(test);
@@ -920,6 +967,7 @@ async fn pg_throughput(secs: u64) -> Result<PgFigures, String> {
         existing,
         tpcb,
         tpcb_wal,
+        tpcb_wal_kinds,
         select_only,
     })
 }
@@ -991,9 +1039,9 @@ fn main() {
         .unwrap_or_else(|_| "memory,postgres,alloc,sim".into());
     let parts: Vec<&str> = parts.split(',').map(str::trim).collect();
     for part in &parts {
-        if !["memory", "postgres", "alloc", "sim"].contains(part) {
+        if !["memory", "postgres", "pgload", "alloc", "sim"].contains(part) {
             eprintln!(
-                "targets: CONNREG_TARGETS_PARTS names {part:?}; the parts are memory, postgres, alloc and sim"
+                "targets: CONNREG_TARGETS_PARTS names {part:?}; the parts are memory, postgres, pgload, alloc and sim"
             );
             std::process::exit(2);
         }
@@ -1012,6 +1060,8 @@ fn main() {
             eprintln!("targets: PostgreSQL benches: {e}");
             std::process::exit(1);
         }
+    }
+    if parts.contains(&"postgres") || parts.contains(&"pgload") {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -1076,6 +1126,19 @@ fn main() {
             pg.tpcb_wal.show()
         );
         println!("| pgbench select-only | {:.0} | | | |", pg.select_only.tps);
+        for (name, kinds) in [
+            ("new-route resolve", &pg.new_route.wal_kinds),
+            ("resolve + settle", &pg.action.wal_kinds),
+            ("pgbench TPC-B", &pg.tpcb_wal_kinds),
+        ] {
+            if !kinds.is_empty() {
+                println!();
+                println!("WAL per transaction by record kind, {name}:");
+                for line in kinds {
+                    println!("  {line}");
+                }
+            }
+        }
     }
     if let Some(b) = per_route {
         println!();
