@@ -24,8 +24,7 @@ const DATA: &str = "op_data";
 const PASSWORD: &str = "op-test-password";
 
 /// The tables a fleet and its routes live in, children first.
-const FLEET_TABLES: [&str; 13] = [
-    "assignment_scopes",
+const FLEET_TABLES: [&str; 12] = [
     "assignments",
     "replicas",
     "binding_scopes",

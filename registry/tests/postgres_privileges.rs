@@ -62,7 +62,6 @@ const FORBIDDEN: &[&str] = &[
     "SELECT * FROM connreg.bindings",
     "SELECT * FROM connreg.instances",
     "SELECT * FROM connreg.admission_counters",
-    "SELECT * FROM connreg.assignment_scopes",
     "SELECT * FROM connreg.eligible_bindings",
     // a route for tenant t1 through tenant t0's binding, instance and replica
     "INSERT INTO connreg.assignments (action_id, tenant_id, capability_id, binding_id,
@@ -73,7 +72,7 @@ const FORBIDDEN: &[&str] = &[
      VALUES ('stolen', 't1', 'crm.contact.create', 't0-b0', 't0-i0', 'crm-1', 'crm',
          't0-i0-r0', 'https://t0-i0-r0', 'spiffe://t0-i0-r0', 'eu', 'eu-0', 1, 1, 1,
          'credential', 1, 'vault:kv/crm', 1, NULL, NULL, 'standard', 900000, 1, true)",
-    "INSERT INTO connreg.assignment_scopes (action_id, scope_id) VALUES ('t0-route', 't1-s')",
+    "UPDATE connreg.assignments SET scopes = '{t1-s}'",
     // a replica with any endpoint
     "INSERT INTO connreg.replicas (replica_id, instance_id, version_id, endpoint,
          peer_identity, region, zone, capacity_class, capacity, health_seq,

@@ -19,8 +19,7 @@ use sqlx::{Connection, PgConnection};
 
 /// Each table a run writes, with the column that starts with the run
 /// prefix, in deletion order (children first).
-pub const RUN_TABLES: [(&str, &str); 13] = [
-    ("assignment_scopes", "action_id"),
+pub const RUN_TABLES: [(&str, &str); 12] = [
     ("assignments", "action_id"),
     ("replicas", "replica_id"),
     ("binding_scopes", "binding_id"),

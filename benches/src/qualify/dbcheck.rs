@@ -54,8 +54,7 @@ SELECT
      WHERE r.active <> coalesce(a.live, 0)),
   (SELECT count(*) FROM connreg.admission_counters c
      LEFT JOIN (SELECT s.scope_id, count(*) AS live
-                FROM connreg.assignment_scopes s
-                JOIN connreg.assignments a USING (action_id)
+                FROM connreg.assignments a, unnest(a.scopes) AS s(scope_id)
                 WHERE a.reserved GROUP BY s.scope_id) l USING (scope_id)
      WHERE c.in_use <> coalesce(l.live, 0))
 ";

@@ -95,9 +95,7 @@ macro_rules! route_columns {
          a.zone, a.catalog_revision, a.binding_priority, a.policy_revision, \
          a.credential_ref, a.credential_revision, a.secret_provider_ref, \
          a.secret_provider_revision, a.quota_policy_ref, a.quota_policy_revision, \
-         a.capacity_class, a.fence, a.attempt, a.reserved, a.last_settlement, \
-         ARRAY(SELECT s.scope_id FROM connreg.assignment_scopes s \
-               WHERE s.action_id = a.action_id ORDER BY s.scope_id) AS scopes"
+         a.capacity_class, a.fence, a.attempt, a.reserved, a.last_settlement, a.scopes"
     };
 }
 pub(crate) use route_columns;
