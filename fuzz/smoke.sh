@@ -12,11 +12,18 @@
 # FUZZ_SANITIZER picks cargo-fuzz's sanitizer (default `address`). CI uses
 # `none`: the workspace forbids unsafe code, so AddressSanitizer mostly
 # instruments dependencies, and the uninstrumented build is about half the
-# size and time.
+# size and time. FUZZ_DEV=1 builds without optimizations (`cargo fuzz
+# --dev`, same debug assertions): CI's short smoke spends its time in the
+# build, which this makes several times shorter; long runs keep the
+# optimized default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 sanitizer="${FUZZ_SANITIZER:-address}"
+build=()
+if [ "${FUZZ_DEV:-0}" = 1 ]; then
+  build=(--dev)
+fi
 shift || true
 
 # target, its dictionary, its largest input in bytes, then the directories
@@ -38,6 +45,6 @@ for entry in "${targets[@]}"; do
   mkdir -p "fuzz/corpus/$target"
   printf '\n== fuzz %s for %s s\n' "$target" "$seconds"
   # shellcheck disable=SC2086 # $seeds is a list of directories
-  cargo +nightly fuzz run --sanitizer "$sanitizer" "$target" "fuzz/corpus/$target" $seeds -- \
+  cargo +nightly fuzz run "${build[@]}" --sanitizer "$sanitizer" "$target" "fuzz/corpus/$target" $seeds -- \
     -max_total_time="$seconds" -dict="fuzz/$dict" -max_len="$max_len" -print_final_stats=1
 done
