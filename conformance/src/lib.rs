@@ -86,6 +86,8 @@ macro_rules! conformance_tests {
             typed_identifiers_reject_bad_text,
             record_fields_over_their_limits_are_refused,
             values_of_exactly_their_maximum_are_accepted,
+            version_capabilities_and_profiles_stop_at_their_limit,
+            record_text_takes_line_breaks_and_tabs_but_no_other_control_character,
         ] }
         $crate::__conformance_area! { $harness; catalog: [
             each_publication_adds_exactly_one_revision,
