@@ -111,6 +111,8 @@ macro_rules! conformance_tests {
             search_and_exact_capability_filters_apply,
             oversized_definition_is_refused,
             definition_size_counts_serialized_bytes,
+            limits_have_their_documented_values,
+            empty_search_text_is_no_filter,
         ] }
         $crate::__conformance_area! { $harness; route: [
             route_request_cannot_name_a_target,
