@@ -139,6 +139,7 @@ macro_rules! conformance_tests {
             equal_candidates_follow_the_stable_route_hash,
             equal_keys_of_two_bindings_go_to_the_smaller_binding_id,
             topology_preferences_never_move_an_existing_route,
+            cross_region_forbidden_without_a_preferred_region_is_refused,
         ] }
         $crate::__conformance_area! { $harness; pin: [
             pinned_assignment_keeps_identity_destination_and_policy,
@@ -166,6 +167,7 @@ macro_rules! conformance_tests {
             routing_never_closes_an_open_circuit,
             operator_closes_a_circuit_with_an_audit_entry,
             audit_log_pages_read_every_entry_in_order,
+            outcome_and_state_names_are_their_serialized_names,
         ] }
         $crate::__conformance_area! { $harness; lease: [
             heartbeat_advances_sequence_and_lease,
