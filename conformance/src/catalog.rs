@@ -1026,3 +1026,134 @@ pub async fn definition_size_counts_serialized_bytes<H: Harness>(harness: &H) {
     );
     assert_eq!(listed(&s.store, internal(true)).await.len(), 4);
 }
+
+// spec: CAT-10
+/// Every bound has the maximum `connreg::limits` documents, the figure
+/// callers size their requests by. The tests at each bound follow its name
+/// (exactly the maximum is accepted, one more is refused); this pins the
+/// figures themselves, derived bounds included.
+pub async fn limits_have_their_documented_values<H: Harness>(_harness: &H) {
+    use connreg::limits::*;
+    let documented: [(&str, u64, u64); 31] = [
+        ("ID_BYTES_MAX", ID_BYTES_MAX as u64, 128),
+        ("TEXT_BYTES_MAX", TEXT_BYTES_MAX as u64, 512),
+        ("MANIFEST_BYTES_MAX", MANIFEST_BYTES_MAX as u64, 16_384),
+        ("DEFINITION_BYTES_MAX", DEFINITION_BYTES_MAX as u64, 32_768),
+        ("SEARCH_TEXT_BYTES_MAX", SEARCH_TEXT_BYTES_MAX as u64, 256),
+        (
+            "VERSION_CAPABILITIES_MAX",
+            VERSION_CAPABILITIES_MAX as u64,
+            256,
+        ),
+        ("BINDING_SCOPES_MAX", BINDING_SCOPES_MAX as u64, 8),
+        (
+            "TENANT_CAPABILITY_BINDINGS_MAX",
+            TENANT_CAPABILITY_BINDINGS_MAX as u64,
+            16,
+        ),
+        ("INSTANCE_REPLICAS_MAX", INSTANCE_REPLICAS_MAX as u64, 1_024),
+        (
+            "REPLICA_CAPACITY_MAX",
+            u64::from(REPLICA_CAPACITY_MAX),
+            10_000,
+        ),
+        ("SCOPE_LIMIT_MAX", u64::from(SCOPE_LIMIT_MAX), 1_000_000),
+        ("PAGE_ITEMS_DEFAULT", u64::from(PAGE_ITEMS_DEFAULT), 50),
+        ("PAGE_ITEMS_MAX", u64::from(PAGE_ITEMS_MAX), 500),
+        ("PAGE_BYTES_DEFAULT", u64::from(PAGE_BYTES_DEFAULT), 262_144),
+        ("PAGE_BYTES_MAX", u64::from(PAGE_BYTES_MAX), 1_048_576),
+        ("PAGE_BYTES_MIN", u64::from(PAGE_BYTES_MIN), 66_688),
+        (
+            "ENTRY_FRAMING_BYTES_MAX",
+            u64::from(ENTRY_FRAMING_BYTES_MAX),
+            33_920,
+        ),
+        ("CURSOR_BYTES_MAX", CURSOR_BYTES_MAX as u64, 320),
+        ("SEQUENCE_MAX", SEQUENCE_MAX, 9_223_372_036_854_775_807),
+        (
+            "PUBLICATION_CHANGES_MAX",
+            PUBLICATION_CHANGES_MAX as u64,
+            1_000,
+        ),
+        (
+            "LEASE_MAINTENANCE_BATCH_MAX",
+            u64::from(LEASE_MAINTENANCE_BATCH_MAX),
+            1_000,
+        ),
+        ("LEASE_TTL_MS_MAX", LEASE_TTL_MS_MAX, 600_000),
+        (
+            "ROUTE_LOCK_ATTEMPTS_MAX",
+            u64::from(ROUTE_LOCK_ATTEMPTS_MAX),
+            8,
+        ),
+        (
+            "CIRCUIT_THRESHOLD_MAX",
+            u64::from(CIRCUIT_THRESHOLD_MAX),
+            1_000,
+        ),
+        ("AUDIT_ENTRIES_MAX", AUDIT_ENTRIES_MAX as u64, 10_000),
+        (
+            "AUDIT_PAGE_ENTRIES_MAX",
+            AUDIT_PAGE_ENTRIES_MAX as u64,
+            1_000,
+        ),
+        ("CALL_DEADLINE_MS_MAX", CALL_DEADLINE_MS_MAX, 600_000),
+        (
+            "PUBLICATION_LOCK_ATTEMPTS_MAX",
+            u64::from(PUBLICATION_LOCK_ATTEMPTS_MAX),
+            40,
+        ),
+        (
+            "PUBLICATION_LOCK_WAIT_MS",
+            u64::from(PUBLICATION_LOCK_WAIT_MS),
+            20,
+        ),
+        (
+            "PUBLICATION_LOCK_BACKOFF_MS_PER_ATTEMPT",
+            u64::from(PUBLICATION_LOCK_BACKOFF_MS_PER_ATTEMPT),
+            5,
+        ),
+        ("INSPECT_ROWS_MAX", INSPECT_ROWS_MAX as u64, 200_000),
+    ];
+    for (name, value, figure) in documented {
+        assert_eq!(value, figure, "{name}");
+    }
+}
+
+// spec: CAT-9, CAT-10
+/// An empty search text is no filter: it lists what a query without search
+/// text lists, and the two are one query, so a cursor of either continues
+/// the other.
+pub async fn empty_search_text_is_no_filter<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let plain = CatalogQuery {
+        page_items: Some(1),
+        ..query(Reader::Tenant(acme()))
+    };
+    let empty = CatalogQuery {
+        search: Some(String::new()),
+        ..plain.clone()
+    };
+    assert_eq!(
+        listed_by(&s.store, empty.clone()).await,
+        listed_by(&s.store, plain.clone()).await
+    );
+    for (first, then) in [(&plain, &empty), (&empty, &plain)] {
+        let cursor = s
+            .store
+            .catalog_page(first.clone())
+            .await
+            .unwrap()
+            .next
+            .expect("more pages");
+        let second = s
+            .store
+            .catalog_page(CatalogQuery {
+                cursor: Some(cursor),
+                ..then.clone()
+            })
+            .await
+            .expect("the same query continues");
+        assert_eq!(second.entries.len(), 1);
+    }
+}

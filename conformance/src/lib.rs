@@ -86,6 +86,8 @@ macro_rules! conformance_tests {
             typed_identifiers_reject_bad_text,
             record_fields_over_their_limits_are_refused,
             values_of_exactly_their_maximum_are_accepted,
+            version_capabilities_and_profiles_stop_at_their_limit,
+            record_text_takes_line_breaks_and_tabs_but_no_other_control_character,
         ] }
         $crate::__conformance_area! { $harness; catalog: [
             each_publication_adds_exactly_one_revision,
@@ -109,6 +111,8 @@ macro_rules! conformance_tests {
             search_and_exact_capability_filters_apply,
             oversized_definition_is_refused,
             definition_size_counts_serialized_bytes,
+            limits_have_their_documented_values,
+            empty_search_text_is_no_filter,
         ] }
         $crate::__conformance_area! { $harness; route: [
             route_request_cannot_name_a_target,
@@ -135,6 +139,7 @@ macro_rules! conformance_tests {
             equal_candidates_follow_the_stable_route_hash,
             equal_keys_of_two_bindings_go_to_the_smaller_binding_id,
             topology_preferences_never_move_an_existing_route,
+            cross_region_forbidden_without_a_preferred_region_is_refused,
         ] }
         $crate::__conformance_area! { $harness; pin: [
             pinned_assignment_keeps_identity_destination_and_policy,
@@ -162,6 +167,7 @@ macro_rules! conformance_tests {
             routing_never_closes_an_open_circuit,
             operator_closes_a_circuit_with_an_audit_entry,
             audit_log_pages_read_every_entry_in_order,
+            outcome_and_state_names_are_their_serialized_names,
         ] }
         $crate::__conformance_area! { $harness; lease: [
             heartbeat_advances_sequence_and_lease,

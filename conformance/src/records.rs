@@ -8,7 +8,7 @@ use connreg::contracts::{CatalogRead, ReplicaLifecycle, Routing, Status};
 use connreg::limits::{
     AUDIT_PAGE_ENTRIES_MAX, BINDING_SCOPES_MAX, ID_BYTES_MAX, INSTANCE_REPLICAS_MAX,
     LEASE_MAINTENANCE_BATCH_MAX, MANIFEST_BYTES_MAX, PUBLICATION_CHANGES_MAX, REPLICA_CAPACITY_MAX,
-    SCOPE_LIMIT_MAX, TENANT_CAPABILITY_BINDINGS_MAX, TEXT_BYTES_MAX,
+    SCOPE_LIMIT_MAX, TENANT_CAPABILITY_BINDINGS_MAX, TEXT_BYTES_MAX, VERSION_CAPABILITIES_MAX,
 };
 use connreg::*;
 
@@ -580,6 +580,8 @@ pub async fn record_fields_over_their_limits_are_refused<H: Harness>(harness: &H
     empty_family.family = " ".into();
     let mut long_reference = s.fleet.instance("i-acme-crm");
     long_reference.secret_provider.reference = "r".repeat(TEXT_BYTES_MAX + 1);
+    let mut big_scope = s.fleet.scope("s-acme");
+    big_scope.limit = SCOPE_LIMIT_MAX + 1;
     let cases = vec![
         (
             Change::AdmitVersion(big_manifest),
@@ -590,6 +592,10 @@ pub async fn record_fields_over_their_limits_are_refused<H: Harness>(harness: &H
         (
             Change::UpsertInstance(long_reference),
             Some(TEXT_BYTES_MAX as u64),
+        ),
+        (
+            Change::UpsertScope(big_scope),
+            Some(u64::from(SCOPE_LIMIT_MAX)),
         ),
     ];
     for (change, limit) in cases {
@@ -673,4 +679,80 @@ pub async fn values_of_exactly_their_maximum_are_accepted<H: Harness>(harness: &
             .await,
         Error::Conflict { .. }
     );
+}
+
+// spec: REC-2, CAT-10, CAT-2
+/// A version implements at most `VERSION_CAPABILITIES_MAX` capabilities
+/// and supports at most as many profiles: exactly that many of each is
+/// admitted, one more of either is refused with the limit and changes
+/// nothing.
+pub async fn version_capabilities_and_profiles_stop_at_their_limit<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let definitions: Vec<CapabilityDefinition> = (0..=VERSION_CAPABILITIES_MAX)
+        .map(|k| s.fleet.definition(&format!("bulk.cap-{k:03}")))
+        .collect();
+    s.publish(
+        definitions
+            .iter()
+            .cloned()
+            .map(Change::UpsertDefinition)
+            .collect(),
+    )
+    .await
+    .unwrap();
+    let mut over_capabilities = s.fleet.version("v-crm-9");
+    over_capabilities.capabilities = definitions.iter().map(|d| d.id.clone()).collect();
+    let mut over_profiles = s.fleet.version("v-crm-9");
+    over_profiles.profiles = (0..=VERSION_CAPABILITIES_MAX)
+        .map(|k| fixture::profile(&format!("bulk.p-{k:03}")))
+        .collect();
+    let before = s.observe().await;
+    for (what, v) in [
+        ("capabilities", over_capabilities.clone()),
+        ("profiles", over_profiles.clone()),
+    ] {
+        assert_err!(
+            s.publish(vec![Change::AdmitVersion(v)]).await,
+            Error::LimitExceeded { max, .. } if max == VERSION_CAPABILITIES_MAX as u64,
+            "{what}"
+        );
+        s.assert_unchanged(&before, what).await;
+    }
+    let mut at_bounds = over_capabilities;
+    at_bounds.capabilities.pop_last();
+    at_bounds.profiles = over_profiles.profiles;
+    at_bounds.profiles.pop_last();
+    assert_eq!(at_bounds.capabilities.len(), VERSION_CAPABILITIES_MAX);
+    assert_eq!(at_bounds.profiles.len(), VERSION_CAPABILITIES_MAX);
+    s.publish(vec![Change::AdmitVersion(at_bounds)])
+        .await
+        .expect("a version at both bounds");
+}
+
+// spec: CAT-10, CAT-2
+/// Record text may hold line breaks and tabs (a manifest is many lines),
+/// but no other control character: such text is refused and the
+/// publication changes nothing.
+pub async fn record_text_takes_line_breaks_and_tabs_but_no_other_control_character<H: Harness>(
+    harness: &H,
+) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let before = s.observe().await;
+    for bad in ["team\u{7}", "team\r", "\u{1b}[31mteam"] {
+        let mut ty = s.fleet.connector_type("ty-crm");
+        ty.owner = bad.into();
+        assert_err!(
+            s.publish(vec![Change::UpsertType(ty)]).await,
+            Error::InvalidRequest { .. },
+            "{bad:?}"
+        );
+        s.assert_unchanged(&before, "control characters").await;
+    }
+    let mut v = s.fleet.version("v-crm-9");
+    v.manifest = "name = \"v-crm-9\"\n\tkind = \"crm\"\n".into();
+    let mut ty = s.fleet.connector_type("ty-crm");
+    ty.owner = "team\tcrm\nplatform".into();
+    s.publish(vec![Change::AdmitVersion(v), Change::UpsertType(ty)])
+        .await
+        .expect("line breaks and tabs");
 }

@@ -705,3 +705,23 @@ pub async fn topology_preferences_never_move_an_existing_route<H: Harness>(harne
     let rev = s.store.catalog_revision().await.unwrap();
     assert_eq!(rev, Revision(1));
 }
+
+// spec: ROUTE-11, ROUTE-9
+/// Cross-region forbidden keeps routes in the preferred region, so the
+/// rule needs one: a request that forbids other regions and names no
+/// preferred region is refused as invalid and changes nothing.
+pub async fn cross_region_forbidden_without_a_preferred_region_is_refused<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let before = s.observe().await;
+    let mut request = s.fleet.request("a1", &acme(), &crm_create());
+    request.topology.cross_region = CrossRegion::Forbidden;
+    request.topology.preferred_region = None;
+    assert_err!(
+        s.store.route_resolve(request).await,
+        Error::InvalidRequest {
+            what: "topology preference",
+            ..
+        }
+    );
+    s.assert_unchanged(&before, "incoherent topology").await;
+}

@@ -452,4 +452,47 @@ pub async fn audit_log_pages_read_every_entry_in_order<H: Harness>(harness: &H) 
     }
     assert_eq!(read, written);
     assert!(written.windows(2).all(|w| w[0].seq < w[1].seq));
+    // A page that holds exactly the entries left is the last one.
+    let all = s
+        .store
+        .audit_page(AuditQuery {
+            after: None,
+            limit: written.len() as u32,
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.entries, written);
+    assert_eq!(all.next_after, None);
+}
+
+// spec: SETTLE-1, REC-5
+/// Each outcome and each replica state has one stored name, its serialized
+/// form, and a stored outcome name reads back as that outcome; any other
+/// name is no outcome.
+pub async fn outcome_and_state_names_are_their_serialized_names<H: Harness>(_harness: &H) {
+    for outcome in [
+        Outcome::Completed,
+        Outcome::OutcomeUnknown,
+        Outcome::Cancelled,
+        Outcome::LeaseExpired,
+    ] {
+        assert_eq!(
+            serde_json::to_value(outcome).unwrap(),
+            serde_json::json!(outcome.as_str())
+        );
+        assert_eq!(Outcome::parse(outcome.as_str()), Some(outcome));
+    }
+    for other in ["", "Completed", "unknown", "expired"] {
+        assert_eq!(Outcome::parse(other), None, "{other:?}");
+    }
+    for state in [
+        ReplicaState::Ready,
+        ReplicaState::Draining,
+        ReplicaState::Offline,
+    ] {
+        assert_eq!(
+            serde_json::to_value(state).unwrap(),
+            serde_json::json!(state.as_str())
+        );
+    }
 }

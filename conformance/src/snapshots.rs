@@ -145,6 +145,29 @@ pub async fn error_texts_match_their_snapshot<H: Harness>(harness: &H) {
             .await
             .map(drop),
     );
+    // Every bound is inclusive: a cursor of exactly the longest length is
+    // read (and found malformed); one byte more is refused for its length.
+    for (case, len) in [
+        (
+            "cursor at its length bound",
+            connreg::limits::CURSOR_BYTES_MAX,
+        ),
+        (
+            "cursor over its length bound",
+            connreg::limits::CURSOR_BYTES_MAX + 1,
+        ),
+    ] {
+        push(
+            case,
+            s.store
+                .catalog_page(CatalogQuery {
+                    cursor: Some("x".repeat(len)),
+                    ..CatalogQuery::first_page(Reader::Tenant(acme()))
+                })
+                .await
+                .map(drop),
+        );
+    }
     push(
         "no binding",
         s.resolve("a1", &stranger(), &crm_create()).await.map(drop),
