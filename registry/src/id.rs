@@ -6,8 +6,9 @@
 //! cursor or a log line would have to escape.
 
 use std::fmt;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::Error;
 use crate::limits::ID_BYTES_MAX;
@@ -41,16 +42,19 @@ pub fn validate_id(kind: &'static str, value: &str) -> Result<(), Error> {
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $kind:literal) => {
         $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        ///
+        /// The text is shared: a clone bumps a reference count, so records
+        /// that name the same identifier hold one copy of its text. Equality,
+        /// order and hash are those of the text.
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Validates and wraps an identifier.
             pub fn new(value: impl Into<String>) -> Result<Self, Error> {
                 let value = value.into();
                 validate_id($kind, &value)?;
-                Ok(Self(value))
+                Ok(Self(Arc::from(value)))
             }
 
             /// The identifier as text.
@@ -72,13 +76,27 @@ macro_rules! id_type {
         impl TryFrom<&str> for $name {
             type Error = Error;
             fn try_from(value: &str) -> Result<Self, Error> {
-                Self::new(value)
+                validate_id($kind, value)?;
+                Ok(Self(Arc::from(value)))
             }
         }
 
         impl From<$name> for String {
             fn from(value: $name) -> String {
-                value.0
+                String::from(&*value.0)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let value = String::deserialize(deserializer)?;
+                Self::new(value).map_err(serde::de::Error::custom)
             }
         }
 
@@ -90,7 +108,7 @@ macro_rules! id_type {
 
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}({:?})", stringify!($name), self.0)
+                write!(f, "{}({:?})", stringify!($name), &*self.0)
             }
         }
     };

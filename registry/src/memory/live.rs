@@ -1,13 +1,15 @@
 //! Live state: replicas, admission counters and routes.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::id::{ActionId, ReplicaId, ScopeId};
+use crate::id::{ActionId, CapabilityId, InstanceId, ReplicaId, ScopeId, TenantId, VersionId};
 use crate::inspect::{INSPECT_ROWS_MAX, ScopeUsage, StoreSnapshot};
 use crate::limits::{AUDIT_ENTRIES_MAX, INSTANCE_REPLICAS_MAX};
-use crate::ordering::{CandidateKey, route_hash};
+use crate::ordering::route_hash_key;
 use crate::records::{
     Binding, Circuit, FenceToken, Outcome, PolicySnapshot, Replica, ReplicaState, Reservation,
     Revision, RouteAssignment, RouteDestination, RouteIdentity, RouteRecord,
@@ -21,18 +23,131 @@ use crate::request::{
 use super::Behaviour;
 use super::catalog::CatalogState;
 
+/// One registered replica and what routing keeps beside it. Replicas are
+/// never removed, so a [`SlotRef`] names its replica for good.
+#[derive(Debug, Clone)]
+struct Slot {
+    replica: Replica,
+    /// Actions holding a reservation on this replica, in order.
+    reserved: BTreeSet<ActionId>,
+    /// The fixed part of the last route decided to this replica, shared
+    /// by the next ones while nothing it was built from has changed.
+    template: Option<Arc<RouteFixed>>,
+}
+
+/// What every route decided through one (catalog revision, binding,
+/// replica) holds alike: all of its assignment but the action and the
+/// reservation's fence and attempt. Routes share it instead of copying it.
+#[derive(Debug, PartialEq, Eq)]
+struct RouteFixed {
+    tenant: TenantId,
+    capability: CapabilityId,
+    destination: RouteDestination,
+    policy: PolicySnapshot,
+    /// The admission scopes every reservation of the route takes.
+    scopes: BTreeSet<ScopeId>,
+}
+
+/// Where a replica's slot is: the group of the replicas serving its
+/// (instance, version), and its place in that group. A resolve reads one
+/// group, whose replicas lie side by side in memory however the fleet
+/// registered.
+#[derive(Debug, Clone, Copy)]
+struct SlotRef {
+    group: u32,
+    index: u32,
+}
+
+/// A route as stored: the shared fixed part, the replica's slot and what
+/// changes per reservation. [`StoredRoute::assignment`] gives the
+/// assignment it stands for.
+#[derive(Debug, Clone)]
+struct StoredRoute {
+    fixed: Arc<RouteFixed>,
+    /// The destination replica's slot.
+    slot: SlotRef,
+    fence: FenceToken,
+    attempt: u32,
+    reserved: bool,
+    last_settlement: Option<Outcome>,
+}
+
+impl StoredRoute {
+    fn assignment(&self, action: &ActionId) -> RouteAssignment {
+        let f = &*self.fixed;
+        RouteAssignment {
+            identity: RouteIdentity {
+                action: action.clone(),
+                tenant: f.tenant.clone(),
+                capability: f.capability.clone(),
+            },
+            destination: f.destination.clone(),
+            policy: f.policy.clone(),
+            reservation: Reservation {
+                fence: self.fence,
+                attempt: self.attempt,
+                scopes: f.scopes.clone(),
+            },
+        }
+    }
+
+    fn record(&self, action: &ActionId) -> RouteRecord {
+        RouteRecord {
+            assignment: self.assignment(action),
+            reserved: self.reserved,
+            last_settlement: self.last_settlement,
+        }
+    }
+
+    /// Whether `given` is this route's assignment (its action being the
+    /// key it was found under); with `ignore_reservation`, whatever its
+    /// reservation says (the `ignore-fence` plant).
+    fn is(&self, given: &RouteAssignment, ignore_reservation: bool) -> bool {
+        let f = &*self.fixed;
+        given.identity.tenant == f.tenant
+            && given.identity.capability == f.capability
+            && given.destination == f.destination
+            && given.policy == f.policy
+            && (ignore_reservation
+                || (given.reservation.fence == self.fence
+                    && given.reservation.attempt == self.attempt
+                    && given.reservation.scopes == f.scopes))
+    }
+}
+
+/// The target a resolve picked, before it is committed.
+struct Decision {
+    fixed: Arc<RouteFixed>,
+    slot: SlotRef,
+    fence: FenceToken,
+}
+
+/// The best candidate so far of a resolve's scan (ROUTE-10). The route
+/// hash is computed only when another candidate ties it on everything
+/// before the hash.
+struct Best<'c, 's> {
+    /// (priority, region mismatch, zone mismatch, active).
+    rank: (u32, bool, bool, u32),
+    hash: Option<u64>,
+    instance: &'c InstanceId,
+    replica: &'s ReplicaId,
+    binding: &'c Binding,
+    slot: SlotRef,
+}
+
 #[derive(Debug, Default, Clone)]
 pub(crate) struct LiveState {
-    pub(crate) replicas: BTreeMap<ReplicaId, Replica>,
-    pub(crate) routes: BTreeMap<ActionId, RouteRecord>,
+    /// Every registered replica, in groups by (instance, version).
+    groups: Vec<Vec<Slot>>,
+    /// replica → its slot.
+    slot_of: BTreeMap<ReplicaId, SlotRef>,
+    routes: BTreeMap<ActionId, StoredRoute>,
     scope_in_use: BTreeMap<ScopeId, u32>,
-    /// instance → replicas serving it: the routing index.
-    replicas_by_instance_version:
-        BTreeMap<(crate::id::InstanceId, crate::id::VersionId), BTreeSet<ReplicaId>>,
+    /// (instance, version) → the group of the replicas serving it: the
+    /// routing index.
+    replicas_by_instance_version: BTreeMap<(InstanceId, VersionId), u32>,
     /// instance → how many replicas serve it, for `INSTANCE_REPLICAS_MAX`.
-    replicas_per_instance: BTreeMap<crate::id::InstanceId, usize>,
-    /// replica → actions holding a reservation on it.
-    reserved_by_replica: BTreeMap<ReplicaId, BTreeSet<ActionId>>,
+    replicas_per_instance: BTreeMap<InstanceId, usize>,
     /// (lease end, replica) of every replica not offline: maintenance index.
     leases: BTreeSet<(Timestamp, ReplicaId)>,
     last_fence: u64,
@@ -50,9 +165,31 @@ impl LiveState {
         FenceToken(self.last_fence)
     }
 
+    fn slot(&self, at: SlotRef) -> &Slot {
+        &self.groups[at.group as usize][at.index as usize]
+    }
+
+    fn slot_mut(&mut self, at: SlotRef) -> &mut Slot {
+        &mut self.groups[at.group as usize][at.index as usize]
+    }
+
     fn scope_has_room(&self, catalog: &CatalogState, scope: &ScopeId) -> bool {
         let in_use = self.scope_in_use.get(scope).copied().unwrap_or(0);
         catalog.scopes.get(scope).is_some_and(|s| in_use < s.limit)
+    }
+
+    /// The replica registered as `id`.
+    pub(crate) fn replica(&self, id: &ReplicaId) -> Option<&Replica> {
+        let at = *self.slot_of.get(id)?;
+        Some(&self.slot(at).replica)
+    }
+
+    /// The route of `action`, when it is `tenant`'s.
+    pub(crate) fn route(&self, tenant: &TenantId, action: &ActionId) -> Option<RouteRecord> {
+        self.routes
+            .get(action)
+            .filter(|r| r.fixed.tenant == *tenant)
+            .map(|r| r.record(action))
     }
 
     /// Resolve (ROUTE-2..ROUTE-7, PIN-2..PIN-4).
@@ -74,8 +211,8 @@ impl LiveState {
         self.last_resolve_rows_examined = 0;
 
         if let Some(existing) = self.routes.get(&request.action) {
-            let id = &existing.assignment.identity;
-            if (&id.tenant != tenant || id.capability != request.capability)
+            let f = &*existing.fixed;
+            if (&f.tenant != tenant || f.capability != request.capability)
                 && !behaviour.cross_tenant_return
             {
                 // ROUTE-4: reveal nothing of the other assignment.
@@ -86,31 +223,32 @@ impl LiveState {
             self.last_resolve_rows_examined = 1;
             if existing.reserved {
                 return Ok(Resolved {
-                    assignment: existing.assignment.clone(),
+                    assignment: existing.assignment(&request.action),
                     kind: ResolveKind::Existing,
                 });
             }
             return self.reserve_pinned(catalog, request, now, behaviour);
         }
 
-        let assignment = self.decide(catalog, request, tenant, now, behaviour)?;
-        self.commit_new(assignment.clone());
+        let decision = self.decide(catalog, request, tenant, now, behaviour)?;
+        let assignment = self.commit_new(&request.action, decision);
         Ok(Resolved {
             assignment,
             kind: ResolveKind::Created,
         })
     }
 
-    /// Picks the target of a new route and builds its assignment, without
-    /// changing anything.
+    /// Picks the target of a new route and builds what its assignment
+    /// holds, changing nothing but the fence counter and the replica's
+    /// template.
     fn decide(
         &mut self,
         catalog: &CatalogState,
         request: &RouteRequest,
-        tenant: &crate::id::TenantId,
+        tenant: &TenantId,
         now: Timestamp,
         behaviour: &Behaviour,
-    ) -> Result<RouteAssignment> {
+    ) -> Result<Decision> {
         // ROUTE-5: at least one enabled binding whose whole chain is valid.
         let Some(binding_ids) = catalog
             .bindings_by_tenant_capability
@@ -119,22 +257,21 @@ impl LiveState {
             return Err(Error::NoEligibleBinding);
         };
         self.last_resolve_rows_examined += binding_ids.len() as u64;
-        let chains: Vec<(&Binding, _, _)> = binding_ids
+        let chains = binding_ids
             .iter()
             .filter_map(|b| catalog.bindings.get(b))
             .filter_map(|b| {
                 catalog
                     .eligible_chain(b, &request.capability)
                     .map(|(i, v)| (b, i, v))
-            })
-            .collect();
-        if chains.is_empty() {
-            return Err(Error::NoEligibleBinding);
-        }
+            });
 
         let topo = &request.topology;
-        let mut best: Option<(CandidateKey, &Binding, &Replica)> = None;
-        for (binding, instance, version) in &chains {
+        let action = &request.action;
+        let mut any_chain = false;
+        let mut best: Option<Best<'_, '_>> = None;
+        for (binding, instance, version) in chains {
+            any_chain = true;
             let scopes_ok = behaviour.over_capacity
                 || binding
                     .admission_scopes
@@ -143,16 +280,22 @@ impl LiveState {
             if !scopes_ok {
                 continue;
             }
-            let Some(replica_ids) = self
+            let Some(&group) = self
                 .replicas_by_instance_version
                 .get(&(instance.id.clone(), version.id.clone()))
             else {
                 continue;
             };
-            self.last_resolve_rows_examined += replica_ids.len() as u64;
-            for rid in replica_ids {
-                let Some(r) = self.replicas.get(rid) else {
-                    continue;
+            let serving = &self.groups[group as usize];
+            self.last_resolve_rows_examined += serving.len() as u64;
+            // The candidates' order does not matter: their keys differ at
+            // least in the replica, so the smallest is the same whatever
+            // the order.
+            for (index, candidate_slot) in serving.iter().enumerate() {
+                let r = &candidate_slot.replica;
+                let slot = SlotRef {
+                    group,
+                    index: index as u32,
                 };
                 // ROUTE-9, replica half.
                 let eligible = r.spec.version == version.id
@@ -166,34 +309,80 @@ impl LiveState {
                 if !eligible {
                     continue;
                 }
-                // ROUTE-10.
-                let key = CandidateKey {
-                    priority: binding.priority,
-                    region_mismatch: topo.preferred_region.as_ref() != Some(&r.spec.region),
-                    zone_mismatch: topo.preferred_zone.as_ref() != Some(&r.spec.zone),
-                    active: r.active,
-                    hash: route_hash(&request.action, rid),
-                    instance: instance.id.clone(),
-                    replica: rid.clone(),
+                // ROUTE-10: the order of `CandidateKey`, the hash computed
+                // only on a tie of everything before it.
+                let rank = (
+                    binding.priority,
+                    topo.preferred_region.as_ref() != Some(&r.spec.region),
+                    topo.preferred_zone.as_ref() != Some(&r.spec.zone),
+                    r.active,
+                );
+                let candidate = |hash| Best {
+                    rank,
+                    hash,
+                    instance: &instance.id,
+                    replica: &r.spec.id,
+                    binding,
+                    slot,
                 };
-                if best.as_ref().is_none_or(|(k, _, _)| key < *k) {
-                    best = Some((key, binding, r));
+                match &mut best {
+                    None => best = Some(candidate(None)),
+                    Some(b) => match rank.cmp(&b.rank) {
+                        Ordering::Less => *b = candidate(None),
+                        Ordering::Greater => {}
+                        Ordering::Equal => {
+                            let best_hash = *b
+                                .hash
+                                .get_or_insert_with(|| route_hash_key(action, b.replica));
+                            let hash = route_hash_key(action, &r.spec.id);
+                            if (hash, &instance.id, &r.spec.id) < (best_hash, b.instance, b.replica)
+                            {
+                                *b = candidate(Some(hash));
+                            }
+                        }
+                    },
                 }
             }
         }
-        let Some((_, binding, replica)) = best else {
+        if !any_chain {
+            return Err(Error::NoEligibleBinding);
+        }
+        let Some(Best { binding, slot, .. }) = best else {
             return Err(Error::NoCapacity);
         };
-        let replica = replica.clone();
+        let fixed = self.route_fixed(catalog, request, tenant, binding, slot);
+        let fence = self.next_fence();
+        Ok(Decision { fixed, slot, fence })
+    }
+
+    /// The fixed part of a route through `binding` to the replica in
+    /// `at`: the replica's template when it was built from the same
+    /// records, otherwise a new one that becomes its template.
+    fn route_fixed(
+        &mut self,
+        catalog: &CatalogState,
+        request: &RouteRequest,
+        tenant: &TenantId,
+        binding: &Binding,
+        at: SlotRef,
+    ) -> Arc<RouteFixed> {
+        let topo = &request.topology;
+        let slot = self.slot_mut(at);
+        if let Some(t) = &slot.template
+            && t.policy.catalog_revision == catalog.revision
+            && t.destination.binding == binding.id
+            && t.tenant == *tenant
+            && t.capability == request.capability
+            && t.policy.capacity_class == topo.capacity_class
+        {
+            return t.clone();
+        }
+        let replica = &slot.replica;
         let instance = &catalog.instances[&binding.instance];
         let version = &catalog.versions[&replica.spec.version];
-        let fence = self.next_fence();
-        Ok(RouteAssignment {
-            identity: RouteIdentity {
-                action: request.action.clone(),
-                tenant: tenant.clone(),
-                capability: request.capability.clone(),
-            },
+        let fixed = Arc::new(RouteFixed {
+            tenant: tenant.clone(),
+            capability: request.capability.clone(),
             destination: RouteDestination {
                 binding: binding.id.clone(),
                 instance: instance.id.clone(),
@@ -214,55 +403,40 @@ impl LiveState {
                 quota_policy: binding.quota_policy.clone(),
                 capacity_class: topo.capacity_class.clone(),
             },
-            reservation: Reservation {
-                fence,
-                attempt: 1,
-                scopes: binding.admission_scopes.clone(),
-            },
-        })
+            scopes: binding.admission_scopes.clone(),
+        });
+        slot.template = Some(fixed.clone());
+        fixed
     }
 
     /// ROUTE-7: every scope, the replica count and the route, in one step.
-    fn commit_new(&mut self, assignment: RouteAssignment) {
-        self.take_capacity(&assignment);
-        self.routes.insert(
-            assignment.identity.action.clone(),
-            RouteRecord {
-                assignment,
-                reserved: true,
-                last_settlement: None,
-            },
-        );
+    fn commit_new(&mut self, action: &ActionId, d: Decision) -> RouteAssignment {
+        self.take_capacity(&d.fixed.scopes, d.slot, action);
+        let stored = StoredRoute {
+            fixed: d.fixed,
+            slot: d.slot,
+            fence: d.fence,
+            attempt: 1,
+            reserved: true,
+            last_settlement: None,
+        };
+        let assignment = stored.assignment(action);
+        self.routes.insert(action.clone(), stored);
+        assignment
     }
 
-    fn take_capacity(&mut self, a: &RouteAssignment) {
-        for s in &a.reservation.scopes {
-            *self.scope_in_use.entry(s.clone()).or_default() += 1;
-        }
-        if let Some(r) = self.replicas.get_mut(&a.destination.replica) {
-            r.active += 1;
-        }
-        self.reserved_by_replica
-            .entry(a.destination.replica.clone())
-            .or_default()
-            .insert(a.identity.action.clone());
-    }
-
-    fn give_capacity(&mut self, a: &RouteAssignment) {
-        for s in &a.reservation.scopes {
-            if let Some(n) = self.scope_in_use.get_mut(s) {
-                *n = n.saturating_sub(1);
+    fn take_capacity(&mut self, scopes: &BTreeSet<ScopeId>, at: SlotRef, action: &ActionId) {
+        for s in scopes {
+            match self.scope_in_use.get_mut(s) {
+                Some(n) => *n += 1,
+                None => {
+                    self.scope_in_use.insert(s.clone(), 1);
+                }
             }
         }
-        if let Some(r) = self.replicas.get_mut(&a.destination.replica) {
-            r.active = r.active.saturating_sub(1);
-        }
-        if let Some(set) = self.reserved_by_replica.get_mut(&a.destination.replica) {
-            set.remove(&a.identity.action);
-            if set.is_empty() {
-                self.reserved_by_replica.remove(&a.destination.replica);
-            }
-        }
+        let slot = self.slot_mut(at);
+        slot.replica.active += 1;
+        slot.reserved.insert(action.clone());
     }
 
     /// PIN-3, PIN-4: the same replica and scopes again, or an error; never
@@ -274,70 +448,84 @@ impl LiveState {
         now: Timestamp,
         behaviour: &Behaviour,
     ) -> Result<Resolved> {
-        let record = &self.routes[&request.action];
-        let a = record.assignment.clone();
-        let replica_ok = self.replicas.get(&a.destination.replica).is_some_and(|r| {
-            matches!(r.state, ReplicaState::Ready | ReplicaState::Draining)
-                && lease_live(r.lease_expires_at, now)
-                && r.spec.version == a.destination.version
-                && !r.circuit.open
-        }) && catalog
-            .versions
-            .get(&a.destination.version)
-            .is_some_and(|v| v.active && v.qualified)
+        let stored = self.routes[&request.action].clone();
+        let f = &*stored.fixed;
+        let replica = &self.slot(stored.slot).replica;
+        let replica_ok = matches!(replica.state, ReplicaState::Ready | ReplicaState::Draining)
+            && lease_live(replica.lease_expires_at, now)
+            && replica.spec.version == f.destination.version
+            && !replica.circuit.open
+            && catalog
+                .versions
+                .get(&f.destination.version)
+                .is_some_and(|v| v.active && v.qualified)
             && catalog
                 .types
-                .get(&a.destination.connector_type)
+                .get(&f.destination.connector_type)
                 .is_some_and(|t| t.enabled);
         if !replica_ok {
             if behaviour.failover_on_retry {
-                let tenant = a.identity.tenant.clone();
+                let tenant = f.tenant.clone();
                 let moved = self.decide(catalog, request, &tenant, now, behaviour)?;
-                self.commit_new(moved.clone());
                 return Ok(Resolved {
-                    assignment: moved,
+                    assignment: self.commit_new(&request.action, moved),
                     kind: ResolveKind::Reserved,
                 });
             }
             return Err(Error::ReplicaUnavailable);
         }
-        let replica = &self.replicas[&a.destination.replica];
         let room = behaviour.over_capacity
             || (replica.active < replica.spec.capacity
-                && a.reservation
-                    .scopes
-                    .iter()
-                    .all(|s| self.scope_has_room(catalog, s)));
+                && f.scopes.iter().all(|s| self.scope_has_room(catalog, s)));
         if !room {
             return Err(Error::NoCapacity);
         }
         let fence = self.next_fence();
-        let assignment = RouteAssignment {
-            reservation: Reservation {
-                fence,
-                attempt: a.reservation.attempt + 1,
-                scopes: a.reservation.scopes.clone(),
-            },
-            ..a
-        };
-        self.take_capacity(&assignment);
+        self.take_capacity(&f.scopes, stored.slot, &request.action);
         let record = self
             .routes
             .get_mut(&request.action)
             .unwrap_or_else(|| unreachable!("the route was read under the same lock"));
-        record.assignment = assignment.clone();
+        record.fence = fence;
+        record.attempt = stored.attempt + 1;
         record.reserved = true;
         Ok(Resolved {
-            assignment,
+            assignment: record.assignment(&request.action),
             kind: ResolveKind::Reserved,
         })
     }
 
     /// The `no-action-serialization` plant's write: overwrite and reserve.
     pub(crate) fn force_insert(&mut self, assignment: RouteAssignment) {
-        let mut fresh = assignment;
-        fresh.reservation.fence = self.next_fence();
-        self.commit_new(fresh);
+        let Some(&slot) = self.slot_of.get(&assignment.destination.replica) else {
+            unreachable!("a decided route's replica is registered, and replicas stay");
+        };
+        let fence = self.next_fence();
+        let RouteAssignment {
+            identity,
+            destination,
+            policy,
+            reservation,
+        } = assignment;
+        let fixed = Arc::new(RouteFixed {
+            tenant: identity.tenant,
+            capability: identity.capability,
+            destination,
+            policy,
+            scopes: reservation.scopes,
+        });
+        self.take_capacity(&fixed.scopes, slot, &identity.action);
+        self.routes.insert(
+            identity.action,
+            StoredRoute {
+                fixed,
+                slot,
+                fence,
+                attempt: reservation.attempt,
+                reserved: true,
+                last_settlement: None,
+            },
+        );
     }
 
     /// SETTLE-1..SETTLE-5.
@@ -348,34 +536,48 @@ impl LiveState {
         behaviour: &Behaviour,
     ) -> Result<Settled> {
         let given = &params.assignment;
-        let Some(stored) = self.routes.get(&given.identity.action) else {
+        let action = &given.identity.action;
+        let Some(stored) = self.routes.get_mut(action) else {
             return Err(Error::FenceLost);
         };
-        let same = if behaviour.ignore_fence {
-            same_but_fence(given, &stored.assignment)
-        } else {
-            *given == stored.assignment
-        };
-        if !same {
+        if !stored.is(given, behaviour.ignore_fence) {
             return Err(Error::FenceLost);
         }
         if !stored.reserved && !behaviour.double_release {
             return Ok(Settled { released: false });
         }
-        let a = stored.assignment.clone();
-        self.release(&a, params.outcome, policy);
+        Self::release_stored(
+            stored,
+            action,
+            &mut self.groups,
+            &mut self.scope_in_use,
+            params.outcome,
+            policy,
+        );
         Ok(Settled { released: true })
     }
 
-    fn release(&mut self, a: &RouteAssignment, outcome: Outcome, policy: CircuitPolicy) {
-        self.give_capacity(a);
-        if let Some(r) = self.replicas.get_mut(&a.destination.replica) {
-            r.circuit = r.circuit.after_settlement(outcome, policy);
+    /// Gives back what `stored`'s reservation took and records the
+    /// settlement.
+    fn release_stored(
+        stored: &mut StoredRoute,
+        action: &ActionId,
+        groups: &mut [Vec<Slot>],
+        scope_in_use: &mut BTreeMap<ScopeId, u32>,
+        outcome: Outcome,
+        policy: CircuitPolicy,
+    ) {
+        for s in &stored.fixed.scopes {
+            if let Some(n) = scope_in_use.get_mut(s) {
+                *n = n.saturating_sub(1);
+            }
         }
-        if let Some(record) = self.routes.get_mut(&a.identity.action) {
-            record.reserved = false;
-            record.last_settlement = Some(outcome);
-        }
+        let slot = &mut groups[stored.slot.group as usize][stored.slot.index as usize];
+        slot.replica.active = slot.replica.active.saturating_sub(1);
+        slot.reserved.remove(action);
+        slot.replica.circuit = slot.replica.circuit.after_settlement(outcome, policy);
+        stored.reserved = false;
+        stored.last_settlement = Some(outcome);
     }
 
     /// LEASE-1: register or come back.
@@ -400,7 +602,8 @@ impl LiveState {
             });
         }
         let lease = now.plus_ms(params.lease_ttl_ms);
-        if let Some(r) = self.replicas.get_mut(&spec.id) {
+        if let Some(&at) = self.slot_of.get(&spec.id) {
+            let r = &mut self.groups[at.group as usize][at.index as usize].replica;
             if r.spec != *spec {
                 return Err(Error::Conflict {
                     reason: "a registered replica must present the same identity",
@@ -426,10 +629,18 @@ impl LiveState {
             return Err(Error::limit("replicas per instance", INSTANCE_REPLICAS_MAX));
         }
         *siblings += 1;
-        self.replicas_by_instance_version
+        let groups = &mut self.groups;
+        let group = *self
+            .replicas_by_instance_version
             .entry((spec.instance.clone(), spec.version.clone()))
-            .or_default()
-            .insert(spec.id.clone());
+            .or_insert_with(|| {
+                groups.push(Vec::new());
+                (groups.len() - 1) as u32
+            });
+        let at = SlotRef {
+            group,
+            index: self.groups[group as usize].len() as u32,
+        };
         let replica = Replica {
             spec: spec.clone(),
             health_seq: params.health_seq,
@@ -439,15 +650,23 @@ impl LiveState {
             circuit: Circuit::default(),
         };
         self.leases.insert((lease, spec.id.clone()));
-        self.replicas.insert(spec.id.clone(), replica.clone());
+        self.slot_of.insert(spec.id.clone(), at);
+        self.groups[group as usize].push(Slot {
+            replica: replica.clone(),
+            reserved: BTreeSet::new(),
+            template: None,
+        });
         Ok(replica)
     }
 
     fn replica_mut(&mut self, id: &ReplicaId) -> Result<&mut Replica> {
-        self.replicas.get_mut(id).ok_or_else(|| Error::NotFound {
-            what: "replica",
-            id: id.to_string(),
-        })
+        match self.slot_of.get(id) {
+            Some(&at) => Ok(&mut self.slot_mut(at).replica),
+            None => Err(Error::NotFound {
+                what: "replica",
+                id: id.to_string(),
+            }),
+        }
     }
 
     /// LEASE-1: newer sequences advance; older ones are ignored.
@@ -493,25 +712,35 @@ impl LiveState {
         report.more = due.len() > max as usize;
         for (at, id) in due.into_iter().take(max as usize) {
             self.leases.remove(&(at, id.clone()));
-            if let Some(r) = self.replicas.get_mut(&id) {
-                r.state = ReplicaState::Offline;
-            }
-            let actions: Vec<ActionId> = self
-                .reserved_by_replica
-                .get(&id)
-                .map(|s| s.iter().cloned().collect())
-                .unwrap_or_default();
+            let actions: Vec<ActionId> = match self.slot_of.get(&id) {
+                Some(&at) => {
+                    let slot = self.slot_mut(at);
+                    slot.replica.state = ReplicaState::Offline;
+                    slot.reserved.iter().cloned().collect()
+                }
+                None => Vec::new(),
+            };
             for action in actions {
-                let a = self.routes[&action].assignment.clone();
-                // lease_expired never touches the circuit.
-                self.release(&a, Outcome::LeaseExpired, CircuitPolicy::default());
-                report.released += 1;
+                let stored = self
+                    .routes
+                    .get_mut(&action)
+                    .unwrap_or_else(|| unreachable!("a reservation belongs to a stored route"));
                 report.releases.push(ReleasedReservation {
-                    action: a.identity.action.clone(),
-                    fence: a.reservation.fence,
-                    replica: a.destination.replica.clone(),
-                    scopes: a.reservation.scopes.clone(),
+                    action: action.clone(),
+                    fence: stored.fence,
+                    replica: stored.fixed.destination.replica.clone(),
+                    scopes: stored.fixed.scopes.clone(),
                 });
+                // lease_expired never touches the circuit.
+                Self::release_stored(
+                    stored,
+                    &action,
+                    &mut self.groups,
+                    &mut self.scope_in_use,
+                    Outcome::LeaseExpired,
+                    CircuitPolicy::default(),
+                );
+                report.released += 1;
             }
             report.expired.push(id);
         }
@@ -577,7 +806,7 @@ impl LiveState {
             revision,
             ..StatusReport::default()
         };
-        for r in self.replicas.values() {
+        for r in self.groups.iter().flatten().map(|s| &s.replica) {
             match r.state {
                 ReplicaState::Ready => s.replicas_ready += 1,
                 ReplicaState::Draining => s.replicas_draining += 1,
@@ -588,22 +817,27 @@ impl LiveState {
             }
         }
         s.active_assignments = self
-            .reserved_by_replica
-            .values()
-            .map(|a| a.len() as u64)
+            .groups
+            .iter()
+            .flatten()
+            .map(|s| s.reserved.len() as u64)
             .sum();
         s.assignments_total = self.routes.len() as u64;
         s
     }
 
     pub(crate) fn snapshot(&self, catalog: &CatalogState) -> Result<StoreSnapshot> {
-        let rows = self.replicas.len() + self.routes.len() + catalog.scopes.len();
+        let rows = self.slot_of.len() + self.routes.len() + catalog.scopes.len();
         if rows > INSPECT_ROWS_MAX {
             return Err(Error::limit("inspected rows", INSPECT_ROWS_MAX));
         }
         Ok(StoreSnapshot {
             revision: catalog.revision,
-            replicas: self.replicas.values().cloned().collect(),
+            replicas: self
+                .slot_of
+                .values()
+                .map(|&at| self.slot(at).replica.clone())
+                .collect(),
             scopes: catalog
                 .scopes
                 .values()
@@ -612,15 +846,11 @@ impl LiveState {
                     in_use: self.scope_in_use.get(&s.id).copied().unwrap_or(0),
                 })
                 .collect(),
-            routes: self.routes.values().cloned().collect(),
+            routes: self
+                .routes
+                .iter()
+                .map(|(action, r)| r.record(action))
+                .collect(),
         })
     }
-}
-
-/// The `ignore-fence` plant's comparison: the same assignment whatever its
-/// reservation says.
-fn same_but_fence(given: &RouteAssignment, stored: &RouteAssignment) -> bool {
-    let mut g = given.clone();
-    g.reservation = stored.reservation.clone();
-    g == *stored
 }

@@ -181,13 +181,7 @@ impl Routing for MemoryRegistry {
     }
 
     async fn route_get(&self, tenant: TenantId, action: ActionId) -> Result<Option<RouteRecord>> {
-        let store = self.lock()?;
-        Ok(store
-            .live
-            .routes
-            .get(&action)
-            .filter(|r| r.assignment.identity.tenant == tenant)
-            .cloned())
+        Ok(self.lock()?.live.route(&tenant, &action))
     }
 
     async fn route_settle(&self, params: SettleParams) -> Result<Settled> {
@@ -223,7 +217,7 @@ impl ReplicaLifecycle for MemoryRegistry {
     }
 
     async fn replica_get(&self, replica: ReplicaId) -> Result<Option<Replica>> {
-        Ok(self.lock()?.live.replicas.get(&replica).cloned())
+        Ok(self.lock()?.live.replica(&replica).cloned())
     }
 
     async fn lease_maintain(&self, params: MaintainParams) -> Result<Maintained> {
