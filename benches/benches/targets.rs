@@ -952,7 +952,8 @@ async fn pg_throughput(secs: u64) -> Result<PgFigures, String> {
     // Warm-up: caches, the fleet's pages, the plans.
     throughput(&data, &mut admin, Load::NewRoute, 1.min(secs), "w").await?;
     let new_route = throughput(&data, &mut admin, Load::NewRoute, secs, "n").await?;
-    let (tpcb, tpcb_wal, tpcb_wal_kinds) = pgbench_counted(&pgbench, &mut admin, secs, false).await?;
+    let (tpcb, tpcb_wal, tpcb_wal_kinds) =
+        pgbench_counted(&pgbench, &mut admin, secs, false).await?;
     let action = throughput(&data, &mut admin, Load::Action, secs, "s").await?;
     let existing = throughput(&data, &mut admin, Load::Existing, secs, "e").await?;
     let (select_only, _, _) = pgbench_counted(&pgbench, &mut admin, secs, true).await?;
