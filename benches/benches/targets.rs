@@ -1056,11 +1056,11 @@ fn main() {
         memory_benches(&mut criterion);
     }
     let mut pg = None;
-    if parts.contains(&"postgres") {
-        if let Err(e) = pg_benches(&mut criterion) {
-            eprintln!("targets: PostgreSQL benches: {e}");
-            std::process::exit(1);
-        }
+    if parts.contains(&"postgres")
+        && let Err(e) = pg_benches(&mut criterion)
+    {
+        eprintln!("targets: PostgreSQL benches: {e}");
+        std::process::exit(1);
     }
     if parts.contains(&"postgres") || parts.contains(&"pgload") {
         let runtime = tokio::runtime::Builder::new_multi_thread()
