@@ -138,6 +138,7 @@ macro_rules! conformance_tests {
             fewer_active_reservations_rank_before_the_hash,
             equal_candidates_follow_the_stable_route_hash,
             equal_keys_of_two_bindings_go_to_the_smaller_binding_id,
+            routes_of_two_bindings_to_one_replica_keep_their_own_snapshot,
             topology_preferences_never_move_an_existing_route,
             cross_region_forbidden_without_a_preferred_region_is_refused,
         ] }

@@ -681,6 +681,40 @@ pub async fn equal_keys_of_two_bindings_go_to_the_smaller_binding_id<H: Harness>
     );
 }
 
+// spec: ROUTE-7, ROUTE-9
+/// Two bindings of one tenant on the same instance, in one catalog
+/// revision, route to the same replica: each route records its own
+/// binding, capability, scopes and policy, never the other's.
+pub async fn routes_of_two_bindings_to_one_replica_keep_their_own_snapshot<H: Harness>(
+    harness: &H,
+) {
+    let options = FleetOptions {
+        replicas_per_instance: 1,
+        ..FleetOptions::default()
+    };
+    let s = fixture::open(harness, options).await;
+    let create = s.fleet.binding("b-acme-crm-create");
+    let read = s.fleet.binding("b-acme-crm-read");
+    let first = s.resolve_acme("two-1").await;
+    let second = s
+        .resolve("two-2", &acme(), &crm_read())
+        .await
+        .unwrap()
+        .assignment;
+    let third = s.resolve_acme("two-3").await;
+    assert_eq!(first.destination.replica, second.destination.replica);
+    assert_eq!(first.destination.replica, third.destination.replica);
+    for (a, binding) in [(&first, &create), (&second, &read), (&third, &create)] {
+        let action = &a.identity.action;
+        assert_eq!(a.destination.binding, binding.id, "{action}");
+        assert_eq!(a.identity.capability, binding.capability, "{action}");
+        assert_eq!(a.reservation.scopes, binding.admission_scopes, "{action}");
+        assert_eq!(a.policy.credential, binding.credential, "{action}");
+        assert_eq!(a.policy.quota_policy, binding.quota_policy, "{action}");
+        assert_eq!(a.policy.binding_priority, binding.priority, "{action}");
+    }
+}
+
 // spec: ROUTE-11, PIN-2
 /// Topology preferences and filters apply to new routes only: a retry
 /// with another region, zone, class or cross-region rule gets the same

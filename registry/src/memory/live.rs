@@ -368,12 +368,14 @@ impl LiveState {
     ) -> Arc<RouteFixed> {
         let topo = &request.topology;
         let slot = self.slot_mut(at);
+        // Within one catalog revision a binding names one tenant and one
+        // capability, and a replica's spec (its capacity class among it)
+        // never changes once registered, which every eligible request
+        // matches: the revision and the binding decide whether the
+        // template is this route's fixed part.
         if let Some(t) = &slot.template
             && t.policy.catalog_revision == catalog.revision
             && t.destination.binding == binding.id
-            && t.tenant == *tenant
-            && t.capability == request.capability
-            && t.policy.capacity_class == topo.capacity_class
         {
             return t.clone();
         }
