@@ -133,6 +133,7 @@ macro_rules! conformance_tests {
             cross_region_forbidden_keeps_routes_in_the_preferred_region,
             cross_region_allowed_spills_to_other_regions,
             replica_running_another_version_is_filtered_out,
+            replica_registered_after_a_refused_resolve_takes_the_next_route,
             lower_binding_priority_wins,
             preferred_region_then_zone_rank_first,
             fewer_active_reservations_rank_before_the_hash,

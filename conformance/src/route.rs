@@ -539,6 +539,27 @@ pub async fn replica_running_another_version_is_filtered_out<H: Harness>(harness
     }
 }
 
+// spec: ROUTE-6, ROUTE-9, LEASE-1
+/// A replica registered after a resolve found none takes the next route,
+/// with no new catalog revision between the two resolves.
+pub async fn replica_registered_after_a_refused_resolve_takes_the_next_route<H: Harness>(
+    harness: &H,
+) {
+    let options = FleetOptions {
+        register_replicas: false,
+        ..FleetOptions::default()
+    };
+    let s = fixture::open(harness, options).await;
+    assert_err!(
+        s.resolve("a0", &acme(), &crm_create()).await,
+        Error::NoCapacity
+    );
+    s.register(s.fleet.replica_spec("i-acme-crm", 0), 1).await;
+    let route = s.resolve_acme("a1").await;
+    assert_eq!(route.destination.replica, replica("i-acme-crm-r0"));
+    assert_eq!(route.policy.catalog_revision, Revision(1));
+}
+
 // spec: ROUTE-10, REC-4
 /// The binding with the lower priority number wins, before any topology
 /// preference.

@@ -1,12 +1,16 @@
 //! Live state: replicas, admission counters and routes.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, DefaultHasher};
 use std::sync::Arc;
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::id::{ActionId, CapabilityId, InstanceId, ReplicaId, ScopeId, TenantId, VersionId};
+use crate::id::{
+    ActionId, CapabilityId, CapacityClass, InstanceId, Region, ReplicaId, ScopeId, TenantId,
+    VersionId, Zone,
+};
 use crate::inspect::{INSPECT_ROWS_MAX, ScopeUsage, StoreSnapshot};
 use crate::limits::{AUDIT_ENTRIES_MAX, INSTANCE_REPLICAS_MAX};
 use crate::ordering::route_hash_key;
@@ -28,6 +32,9 @@ use super::catalog::CatalogState;
 #[derive(Debug, Clone)]
 struct Slot {
     replica: Replica,
+    /// The replica's region, zone and capacity class as codes, so a
+    /// resolve compares numbers instead of texts.
+    codes: TopologyCodes,
     /// Actions holding a reservation on this replica, in order.
     reserved: BTreeSet<ActionId>,
     /// The fixed part of the last route decided to this replica, shared
@@ -46,6 +53,92 @@ struct RouteFixed {
     policy: PolicySnapshot,
     /// The admission scopes every reservation of the route takes.
     scopes: BTreeSet<ScopeId>,
+    /// The counters of `scopes`, in the same order.
+    counters: Vec<u32>,
+}
+
+/// A region, zone and capacity class, each as its code in
+/// [`TopologyIndex`].
+#[derive(Debug, Clone, Copy)]
+struct TopologyCodes {
+    region: u32,
+    zone: u32,
+    class: u32,
+}
+
+/// The codes of every region, zone and capacity class a registered
+/// replica names. Codes are handed out in registration order and never
+/// reused; a text no replica names has no code.
+#[derive(Debug, Default, Clone)]
+struct TopologyIndex {
+    regions: BTreeMap<Region, u32>,
+    zones: BTreeMap<Zone, u32>,
+    classes: BTreeMap<CapacityClass, u32>,
+}
+
+impl TopologyIndex {
+    fn code<K: Ord + Clone>(codes: &mut BTreeMap<K, u32>, key: &K) -> u32 {
+        if let Some(&code) = codes.get(key) {
+            return code;
+        }
+        let code = codes.len() as u32;
+        codes.insert(key.clone(), code);
+        code
+    }
+
+    fn register(&mut self, region: &Region, zone: &Zone, class: &CapacityClass) -> TopologyCodes {
+        TopologyCodes {
+            region: Self::code(&mut self.regions, region),
+            zone: Self::code(&mut self.zones, zone),
+            class: Self::code(&mut self.classes, class),
+        }
+    }
+}
+
+/// What a request's topology asks for, in [`TopologyIndex`] codes; `None`
+/// where the request names nothing, or a text no replica names.
+struct WantedCodes {
+    region: Option<u32>,
+    zone: Option<u32>,
+    class: Option<u32>,
+}
+
+/// The deterministic hasher of the registry's hash maps. No hash map's
+/// iteration order reaches an answer: what is listed is sorted first.
+type FixedHasher = BuildHasherDefault<DefaultHasher>;
+
+/// What a resolve of one (tenant, capability) needs from the catalog,
+/// worked out once per catalog revision: the bindings whose whole chain
+/// is eligible (ROUTE-5), each with its replica group and the scopes it
+/// takes.
+#[derive(Debug)]
+struct ResolvePlan {
+    /// How many bindings the (tenant, capability) has, eligible or not
+    /// (AUTH-4 evidence).
+    bindings: u64,
+    /// The eligible chains, in binding order.
+    chains: Vec<PlannedChain>,
+}
+
+#[derive(Debug)]
+struct PlannedChain {
+    binding: Binding,
+    instance: InstanceId,
+    /// The group of the replicas serving (instance, version), if any.
+    group: Option<u32>,
+    /// Each scope's counter and limit; `None` when a scope is not in the
+    /// catalog, so the binding never has room.
+    scopes: Option<Vec<(u32, u32)>>,
+}
+
+/// The cached [`ResolvePlan`]s and what they were worked out from. A new
+/// catalog revision or a new replica group drops them all, so the cache
+/// holds at most one plan per (tenant, capability) of the catalog.
+#[derive(Debug, Default, Clone)]
+struct PlanCache {
+    revision: Option<Revision>,
+    groups: usize,
+    plans: HashMap<(TenantId, CapabilityId), Arc<ResolvePlan>, FixedHasher>,
 }
 
 /// Where a replica's slot is: the group of the replicas serving its
@@ -141,8 +234,15 @@ pub(crate) struct LiveState {
     groups: Vec<Vec<Slot>>,
     /// replica → its slot.
     slot_of: BTreeMap<ReplicaId, SlotRef>,
-    routes: BTreeMap<ActionId, StoredRoute>,
-    scope_in_use: BTreeMap<ScopeId, u32>,
+    /// action → its route. Listed only sorted ([`LiveState::snapshot`]).
+    routes: HashMap<ActionId, StoredRoute, FixedHasher>,
+    /// scope → its counter in `scope_in_use`. Counters are handed out on
+    /// first use and never reused.
+    scope_counter: BTreeMap<ScopeId, u32>,
+    /// Reservations held in each scope, by counter.
+    scope_in_use: Vec<u32>,
+    topology: TopologyIndex,
+    plans: PlanCache,
     /// (instance, version) → the group of the replicas serving it: the
     /// routing index.
     replicas_by_instance_version: BTreeMap<(InstanceId, VersionId), u32>,
@@ -173,9 +273,86 @@ impl LiveState {
         &mut self.groups[at.group as usize][at.index as usize]
     }
 
+    /// The counter of `scope`, handed out on its first use.
+    fn counter_of(&mut self, scope: &ScopeId) -> u32 {
+        if let Some(&counter) = self.scope_counter.get(scope) {
+            return counter;
+        }
+        let counter = self.scope_in_use.len() as u32;
+        self.scope_in_use.push(0);
+        self.scope_counter.insert(scope.clone(), counter);
+        counter
+    }
+
+    fn counters_of(&mut self, scopes: &BTreeSet<ScopeId>) -> Vec<u32> {
+        scopes.iter().map(|s| self.counter_of(s)).collect()
+    }
+
+    /// Reservations held in `scope`.
+    fn in_use(&self, scope: &ScopeId) -> u32 {
+        self.scope_counter
+            .get(scope)
+            .map_or(0, |&counter| self.scope_in_use[counter as usize])
+    }
+
     fn scope_has_room(&self, catalog: &CatalogState, scope: &ScopeId) -> bool {
-        let in_use = self.scope_in_use.get(scope).copied().unwrap_or(0);
-        catalog.scopes.get(scope).is_some_and(|s| in_use < s.limit)
+        catalog
+            .scopes
+            .get(scope)
+            .is_some_and(|s| self.in_use(scope) < s.limit)
+    }
+
+    /// The resolve plan of (`tenant`, `capability`) at the catalog's
+    /// revision; `None` when the tenant has no binding of the capability.
+    fn plan(
+        &mut self,
+        catalog: &CatalogState,
+        tenant: &TenantId,
+        capability: &CapabilityId,
+    ) -> Option<Arc<ResolvePlan>> {
+        if self.plans.revision != Some(catalog.revision) || self.plans.groups != self.groups.len() {
+            self.plans.plans.clear();
+            self.plans.revision = Some(catalog.revision);
+            self.plans.groups = self.groups.len();
+        }
+        let key = (tenant.clone(), capability.clone());
+        if let Some(plan) = self.plans.plans.get(&key) {
+            return Some(plan.clone());
+        }
+        let binding_ids = catalog.bindings_by_tenant_capability.get(&key)?;
+        let mut chains = Vec::new();
+        for binding in binding_ids.iter().filter_map(|b| catalog.bindings.get(b)) {
+            let Some((instance, version)) = catalog.eligible_chain(binding, capability) else {
+                continue;
+            };
+            let group = self
+                .replicas_by_instance_version
+                .get(&(instance.id.clone(), version.id.clone()))
+                .copied();
+            let limits: Option<Vec<(&ScopeId, u32)>> = binding
+                .admission_scopes
+                .iter()
+                .map(|s| catalog.scopes.get(s).map(|d| (s, d.limit)))
+                .collect();
+            let scopes = limits.map(|limits| {
+                limits
+                    .into_iter()
+                    .map(|(s, limit)| (self.counter_of(s), limit))
+                    .collect()
+            });
+            chains.push(PlannedChain {
+                binding: binding.clone(),
+                instance: instance.id.clone(),
+                group,
+                scopes,
+            });
+        }
+        let plan = Arc::new(ResolvePlan {
+            bindings: binding_ids.len() as u64,
+            chains,
+        });
+        self.plans.plans.insert(key, plan.clone());
+        Some(plan)
     }
 
     /// The replica registered as `id`.
@@ -250,79 +427,79 @@ impl LiveState {
         behaviour: &Behaviour,
     ) -> Result<Decision> {
         // ROUTE-5: at least one enabled binding whose whole chain is valid.
-        let Some(binding_ids) = catalog
-            .bindings_by_tenant_capability
-            .get(&(tenant.clone(), request.capability.clone()))
-        else {
+        let Some(plan) = self.plan(catalog, tenant, &request.capability) else {
             return Err(Error::NoEligibleBinding);
         };
-        self.last_resolve_rows_examined += binding_ids.len() as u64;
-        let chains = binding_ids
-            .iter()
-            .filter_map(|b| catalog.bindings.get(b))
-            .filter_map(|b| {
-                catalog
-                    .eligible_chain(b, &request.capability)
-                    .map(|(i, v)| (b, i, v))
-            });
+        self.last_resolve_rows_examined += plan.bindings;
+        if plan.chains.is_empty() {
+            return Err(Error::NoEligibleBinding);
+        }
 
         let topo = &request.topology;
+        let wanted = WantedCodes {
+            region: topo
+                .preferred_region
+                .as_ref()
+                .and_then(|r| self.topology.regions.get(r).copied()),
+            zone: topo
+                .preferred_zone
+                .as_ref()
+                .and_then(|z| self.topology.zones.get(z).copied()),
+            class: self.topology.classes.get(&topo.capacity_class).copied(),
+        };
+        let any_region = topo.cross_region == CrossRegion::Allowed;
         let action = &request.action;
-        let mut any_chain = false;
         let mut best: Option<Best<'_, '_>> = None;
-        for (binding, instance, version) in chains {
-            any_chain = true;
+        for chain in &plan.chains {
             let scopes_ok = behaviour.over_capacity
-                || binding
-                    .admission_scopes
-                    .iter()
-                    .all(|s| self.scope_has_room(catalog, s));
+                || chain.scopes.as_ref().is_some_and(|scopes| {
+                    scopes
+                        .iter()
+                        .all(|&(counter, limit)| self.scope_in_use[counter as usize] < limit)
+                });
             if !scopes_ok {
                 continue;
             }
-            let Some(&group) = self
-                .replicas_by_instance_version
-                .get(&(instance.id.clone(), version.id.clone()))
-            else {
+            let Some(group) = chain.group else {
                 continue;
             };
             let serving = &self.groups[group as usize];
             self.last_resolve_rows_examined += serving.len() as u64;
             // The candidates' order does not matter: their keys differ at
             // least in the replica, so the smallest is the same whatever
-            // the order.
+            // the order. Every replica of the group runs the chain's
+            // version: the group is keyed by it.
             for (index, candidate_slot) in serving.iter().enumerate() {
                 let r = &candidate_slot.replica;
+                let codes = candidate_slot.codes;
                 let slot = SlotRef {
                     group,
                     index: index as u32,
                 };
                 // ROUTE-9, replica half.
-                let eligible = r.spec.version == version.id
-                    && r.state == ReplicaState::Ready
+                let eligible = r.state == ReplicaState::Ready
                     && lease_live(r.lease_expires_at, now)
                     && (behaviour.over_capacity || r.active < r.spec.capacity)
                     && !r.circuit.open
-                    && r.spec.capacity_class == topo.capacity_class
-                    && (topo.cross_region == CrossRegion::Allowed
-                        || topo.preferred_region.as_ref() == Some(&r.spec.region));
+                    && wanted.class == Some(codes.class)
+                    && (any_region || wanted.region == Some(codes.region));
                 if !eligible {
                     continue;
                 }
                 // ROUTE-10: the order of `CandidateKey`, the hash computed
                 // only on a tie of everything before it.
                 let rank = (
-                    binding.priority,
-                    topo.preferred_region.as_ref() != Some(&r.spec.region),
-                    topo.preferred_zone.as_ref() != Some(&r.spec.zone),
+                    chain.binding.priority,
+                    wanted.region != Some(codes.region),
+                    wanted.zone != Some(codes.zone),
                     r.active,
                 );
                 let candidate = |hash| Best {
                     rank,
                     hash,
-                    instance: &instance.id,
+                    instance: &chain.instance,
                     replica: &r.spec.id,
-                    binding,
+                    binding: &chain.binding,
                     slot,
                 };
                 match &mut best {
@@ -335,7 +512,8 @@ impl LiveState {
                                 .hash
                                 .get_or_insert_with(|| route_hash_key(action, b.replica));
                             let hash = route_hash_key(action, &r.spec.id);
-                            if (hash, &instance.id, &r.spec.id) < (best_hash, b.instance, b.replica)
+                            if (hash, &chain.instance, &r.spec.id)
+                                < (best_hash, b.instance, b.replica)
                             {
                                 *b = candidate(Some(hash));
                             }
@@ -343,9 +521,6 @@ impl LiveState {
                     },
                 }
             }
-        }
-        if !any_chain {
-            return Err(Error::NoEligibleBinding);
         }
         let Some(Best { binding, slot, .. }) = best else {
             return Err(Error::NoCapacity);
@@ -367,18 +542,19 @@ impl LiveState {
         at: SlotRef,
     ) -> Arc<RouteFixed> {
         let topo = &request.topology;
-        let slot = self.slot_mut(at);
         // Within one catalog revision a binding names one tenant and one
         // capability, and a replica's spec (its capacity class among it)
         // never changes once registered, which every eligible request
         // matches: the revision and the binding decide whether the
         // template is this route's fixed part.
-        if let Some(t) = &slot.template
+        if let Some(t) = &self.slot(at).template
             && t.policy.catalog_revision == catalog.revision
             && t.destination.binding == binding.id
         {
             return t.clone();
         }
+        let counters = self.counters_of(&binding.admission_scopes);
+        let slot = self.slot_mut(at);
         let replica = &slot.replica;
         let instance = &catalog.instances[&binding.instance];
         let version = &catalog.versions[&replica.spec.version];
@@ -406,6 +582,7 @@ impl LiveState {
                 capacity_class: topo.capacity_class.clone(),
             },
             scopes: binding.admission_scopes.clone(),
+            counters,
         });
         slot.template = Some(fixed.clone());
         fixed
@@ -413,7 +590,7 @@ impl LiveState {
 
     /// ROUTE-7: every scope, the replica count and the route, in one step.
     fn commit_new(&mut self, action: &ActionId, d: Decision) -> RouteAssignment {
-        self.take_capacity(&d.fixed.scopes, d.slot, action);
+        self.take_capacity(&d.fixed.counters, d.slot, action);
         let stored = StoredRoute {
             fixed: d.fixed,
             slot: d.slot,
@@ -427,14 +604,9 @@ impl LiveState {
         assignment
     }
 
-    fn take_capacity(&mut self, scopes: &BTreeSet<ScopeId>, at: SlotRef, action: &ActionId) {
-        for s in scopes {
-            match self.scope_in_use.get_mut(s) {
-                Some(n) => *n += 1,
-                None => {
-                    self.scope_in_use.insert(s.clone(), 1);
-                }
-            }
+    fn take_capacity(&mut self, counters: &[u32], at: SlotRef, action: &ActionId) {
+        for &counter in counters {
+            self.scope_in_use[counter as usize] += 1;
         }
         let slot = self.slot_mut(at);
         slot.replica.active += 1;
@@ -483,7 +655,7 @@ impl LiveState {
             return Err(Error::NoCapacity);
         }
         let fence = self.next_fence();
-        self.take_capacity(&f.scopes, stored.slot, &request.action);
+        self.take_capacity(&f.counters, stored.slot, &request.action);
         let record = self
             .routes
             .get_mut(&request.action)
@@ -509,14 +681,16 @@ impl LiveState {
             policy,
             reservation,
         } = assignment;
+        let counters = self.counters_of(&reservation.scopes);
         let fixed = Arc::new(RouteFixed {
             tenant: identity.tenant,
             capability: identity.capability,
             destination,
             policy,
             scopes: reservation.scopes,
+            counters,
         });
-        self.take_capacity(&fixed.scopes, slot, &identity.action);
+        self.take_capacity(&fixed.counters, slot, &identity.action);
         self.routes.insert(
             identity.action,
             StoredRoute {
@@ -565,14 +739,13 @@ impl LiveState {
         stored: &mut StoredRoute,
         action: &ActionId,
         groups: &mut [Vec<Slot>],
-        scope_in_use: &mut BTreeMap<ScopeId, u32>,
+        scope_in_use: &mut [u32],
         outcome: Outcome,
         policy: CircuitPolicy,
     ) {
-        for s in &stored.fixed.scopes {
-            if let Some(n) = scope_in_use.get_mut(s) {
-                *n = n.saturating_sub(1);
-            }
+        for &counter in &stored.fixed.counters {
+            let n = &mut scope_in_use[counter as usize];
+            *n = n.saturating_sub(1);
         }
         let slot = &mut groups[stored.slot.group as usize][stored.slot.index as usize];
         slot.replica.active = slot.replica.active.saturating_sub(1);
@@ -653,8 +826,12 @@ impl LiveState {
         };
         self.leases.insert((lease, spec.id.clone()));
         self.slot_of.insert(spec.id.clone(), at);
+        let codes = self
+            .topology
+            .register(&spec.region, &spec.zone, &spec.capacity_class);
         self.groups[group as usize].push(Slot {
             replica: replica.clone(),
+            codes,
             reserved: BTreeSet::new(),
             template: None,
         });
@@ -845,14 +1022,17 @@ impl LiveState {
                 .values()
                 .map(|s| ScopeUsage {
                     scope: s.clone(),
-                    in_use: self.scope_in_use.get(&s.id).copied().unwrap_or(0),
+                    in_use: self.in_use(&s.id),
                 })
                 .collect(),
-            routes: self
-                .routes
-                .iter()
-                .map(|(action, r)| r.record(action))
-                .collect(),
+            routes: {
+                let mut routes: Vec<_> = self.routes.iter().collect();
+                routes.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                routes
+                    .into_iter()
+                    .map(|(action, r)| r.record(action))
+                    .collect()
+            },
         })
     }
 }
