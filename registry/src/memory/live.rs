@@ -1,8 +1,7 @@
 //! Live state: replicas, admission counters and routes.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, DefaultHasher};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use crate::clock::Timestamp;
@@ -26,6 +25,7 @@ use crate::request::{
 
 use super::Behaviour;
 use super::catalog::CatalogState;
+use super::lookup::LookupMap;
 
 /// One registered replica and what routing keeps beside it. Replicas are
 /// never removed, so a [`SlotRef`] names its replica for good.
@@ -103,10 +103,6 @@ struct WantedCodes {
     class: Option<u32>,
 }
 
-/// The deterministic hasher of the registry's hash maps. No hash map's
-/// iteration order reaches an answer: what is listed is sorted first.
-type FixedHasher = BuildHasherDefault<DefaultHasher>;
-
 /// What a resolve of one (tenant, capability) needs from the catalog,
 /// worked out once per catalog revision: the bindings whose whole chain
 /// is eligible (ROUTE-5), each with its replica group and the scopes it
@@ -138,7 +134,7 @@ struct PlannedChain {
 struct PlanCache {
     revision: Option<Revision>,
     groups: usize,
-    plans: HashMap<(TenantId, CapabilityId), Arc<ResolvePlan>, FixedHasher>,
+    plans: LookupMap<(TenantId, CapabilityId), Arc<ResolvePlan>>,
 }
 
 /// Where a replica's slot is: the group of the replicas serving its
@@ -235,7 +231,7 @@ pub(crate) struct LiveState {
     /// replica → its slot.
     slot_of: BTreeMap<ReplicaId, SlotRef>,
     /// action → its route. Listed only sorted ([`LiveState::snapshot`]).
-    routes: HashMap<ActionId, StoredRoute, FixedHasher>,
+    routes: LookupMap<ActionId, StoredRoute>,
     /// scope → its counter in `scope_in_use`. Counters are handed out on
     /// first use and never reused.
     scope_counter: BTreeMap<ScopeId, u32>,
@@ -622,7 +618,9 @@ impl LiveState {
         now: Timestamp,
         behaviour: &Behaviour,
     ) -> Result<Resolved> {
-        let stored = self.routes[&request.action].clone();
+        let Some(stored) = self.routes.get(&request.action).cloned() else {
+            unreachable!("a pinned reserve follows the route's lookup under the same lock");
+        };
         let f = &*stored.fixed;
         let replica = &self.slot(stored.slot).replica;
         let replica_ok = matches!(replica.state, ReplicaState::Ready | ReplicaState::Draining)
@@ -1025,14 +1023,12 @@ impl LiveState {
                     in_use: self.in_use(&s.id),
                 })
                 .collect(),
-            routes: {
-                let mut routes: Vec<_> = self.routes.iter().collect();
-                routes.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                routes
-                    .into_iter()
-                    .map(|(action, r)| r.record(action))
-                    .collect()
-            },
+            routes: self
+                .routes
+                .sorted()
+                .into_iter()
+                .map(|(action, r)| r.record(action))
+                .collect(),
         })
     }
 }

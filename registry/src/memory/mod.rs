@@ -16,6 +16,7 @@
 
 mod catalog;
 mod live;
+mod lookup;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
