@@ -135,7 +135,7 @@ pub fn class(id: &str) -> CapacityClass {
 /// An opaque reference with a revision.
 pub fn reference(reference: &str, revision: u64) -> OpaqueRef {
     OpaqueRef {
-        reference: reference.to_string(),
+        reference: reference.into(),
         revision,
     }
 }
@@ -405,8 +405,8 @@ impl Fleet {
             id: replica(&id),
             instance: inst.id,
             version: inst.version,
-            endpoint: format!("https://{id}.connectors.internal:8443"),
-            peer_identity: format!("spiffe://fleet/{id}"),
+            endpoint: format!("https://{id}.connectors.internal:8443").into(),
+            peer_identity: format!("spiffe://fleet/{id}").into(),
             region: region(region_name),
             zone: zone(&zone_name),
             capacity_class: class("standard"),

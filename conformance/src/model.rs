@@ -926,7 +926,8 @@ impl<H: Harness> Sut<H> {
             } => {
                 let mut assignment = self.copies[action][*copy].clone();
                 if *tampered {
-                    assignment.destination.endpoint.push_str("/tampered");
+                    assignment.destination.endpoint =
+                        format!("{}/tampered", assignment.destination.endpoint).into();
                 }
                 let result = self.block_on(self.setup.settle(&assignment, *outcome));
                 self.expect_error(&result, expect, &step);

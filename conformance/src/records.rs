@@ -362,7 +362,7 @@ pub async fn replica_registration_is_validated<H: Harness>(harness: &H) {
     );
 
     let mut long_endpoint = s.fleet.replica_spec("i-acme-crm", 9);
-    long_endpoint.endpoint = "x".repeat(TEXT_BYTES_MAX + 1);
+    long_endpoint.endpoint = "x".repeat(TEXT_BYTES_MAX + 1).into();
     assert_err!(
         register(long_endpoint).await,
         Error::LimitExceeded { max, .. } if max == TEXT_BYTES_MAX as u64
@@ -579,7 +579,7 @@ pub async fn record_fields_over_their_limits_are_refused<H: Harness>(harness: &H
     let mut empty_family = s.fleet.connector_type("ty-crm");
     empty_family.family = " ".into();
     let mut long_reference = s.fleet.instance("i-acme-crm");
-    long_reference.secret_provider.reference = "r".repeat(TEXT_BYTES_MAX + 1);
+    long_reference.secret_provider.reference = "r".repeat(TEXT_BYTES_MAX + 1).into();
     let mut big_scope = s.fleet.scope("s-acme");
     big_scope.limit = SCOPE_LIMIT_MAX + 1;
     let cases = vec![

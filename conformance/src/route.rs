@@ -146,9 +146,9 @@ fn assert_reveals_nothing(e: &Error, a: &RouteAssignment) {
         a.destination.replica.to_string(),
         a.destination.instance.to_string(),
         a.destination.binding.to_string(),
-        a.destination.endpoint.clone(),
-        a.destination.peer_identity.clone(),
-        a.policy.credential.reference.clone(),
+        a.destination.endpoint.to_string(),
+        a.destination.peer_identity.to_string(),
+        a.policy.credential.reference.to_string(),
     ];
     for text in &texts {
         for secret in &secrets {

@@ -47,6 +47,7 @@ pub mod plant;
 pub mod postgres;
 pub mod records;
 pub mod request;
+pub mod text;
 
 pub use catalog::{CatalogEntry, CatalogPage, CatalogQuery, Reader};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
@@ -68,3 +69,4 @@ pub use request::{
     Maintained, Publication, RegisterParams, RegistryConfig, ReleasedReservation, ResolveKind,
     Resolved, RouteRequest, SettleParams, Settled, StatusReport, TopologyPreference,
 };
+pub use text::SharedText;

@@ -18,6 +18,7 @@ use crate::limits::{
     SCOPE_LIMIT_MAX, SEQUENCE_MAX, TEXT_BYTES_MAX, VERSION_CAPABILITIES_MAX,
 };
 use crate::request::CircuitPolicy;
+use crate::text::SharedText;
 
 /// The catalog revision. Each successful publication adds exactly one (CAT-1).
 #[derive(
@@ -37,7 +38,7 @@ pub struct FenceToken(pub u64);
 #[serde(deny_unknown_fields)]
 pub struct OpaqueRef {
     /// Where the referenced thing lives, such as `vault:kv/crm/prod`.
-    pub reference: String,
+    pub reference: SharedText,
     /// Its revision.
     pub revision: u64,
 }
@@ -248,9 +249,9 @@ pub struct ReplicaSpec {
     /// The version it runs.
     pub version: VersionId,
     /// Where to reach it.
-    pub endpoint: String,
+    pub endpoint: SharedText,
     /// Its signed peer identity.
-    pub peer_identity: String,
+    pub peer_identity: SharedText,
     /// Region.
     pub region: Region,
     /// Zone.
@@ -343,9 +344,9 @@ pub struct RouteDestination {
     /// The replica (the host).
     pub replica: ReplicaId,
     /// The replica's endpoint at decision time.
-    pub endpoint: String,
+    pub endpoint: SharedText,
     /// The replica's signed peer identity at decision time.
-    pub peer_identity: String,
+    pub peer_identity: SharedText,
     /// Region of the replica.
     pub region: Region,
     /// Zone of the replica.

@@ -37,7 +37,7 @@ pub struct FleetPlan {
 
 fn opaque(prefix: &str, id: &str) -> OpaqueRef {
     OpaqueRef {
-        reference: format!("{prefix}:{id}"),
+        reference: format!("{prefix}:{id}").into(),
         revision: 1,
     }
 }
@@ -183,8 +183,8 @@ impl FleetPlan {
                     id: id(ReplicaId::new, &r.id)?,
                     instance,
                     version,
-                    endpoint: format!("{}:{REPLICA_PORT}", replica_host(&r.id)),
-                    peer_identity: format!("spiffe://sim/replica/{}", r.id),
+                    endpoint: format!("{}:{REPLICA_PORT}", replica_host(&r.id)).into(),
+                    peer_identity: format!("spiffe://sim/replica/{}", r.id).into(),
                     region: id(Region::new, &r.region)?,
                     zone: id(Zone::new, &r.zone)?,
                     capacity_class: id(CapacityClass::new, &r.class)?,

@@ -142,7 +142,7 @@ fn id<T: TryFrom<String, Error = connreg::Error>>(value: String) -> T {
 
 fn reference(kind: &str, of: &str) -> OpaqueRef {
     OpaqueRef {
-        reference: format!("{kind}:{of}"),
+        reference: format!("{kind}:{of}").into(),
         revision: 1,
     }
 }
@@ -241,8 +241,8 @@ impl FleetPlan {
                         id: id(name.clone()),
                         instance: instance.clone(),
                         version: version.clone(),
-                        endpoint: format!("https://{name}.bench.internal:8443"),
-                        peer_identity: format!("spiffe://bench/{name}"),
+                        endpoint: format!("https://{name}.bench.internal:8443").into(),
+                        peer_identity: format!("spiffe://bench/{name}").into(),
                         region: region.clone(),
                         zone: zone.clone(),
                         capacity_class: id(CAPACITY_CLASS.into()),

@@ -18,6 +18,7 @@ use crate::records::{
     Circuit, FenceToken, OpaqueRef, Outcome, PolicySnapshot, Replica, ReplicaSpec, ReplicaState,
     Reservation, Revision, RouteAssignment, RouteDestination, RouteIdentity, RouteRecord,
 };
+use crate::text::SharedText;
 
 /// A `u64` input as `bigint`, or the limit it exceeds.
 pub(crate) fn to_i64(what: &'static str, v: u64) -> Result<i64> {
@@ -75,7 +76,7 @@ fn opaque(row: &PgRow, reference: &str, revision: &'static str) -> Result<Opaque
 }
 
 fn opaque_opt(row: &PgRow, reference: &str, revision: &'static str) -> Result<Option<OpaqueRef>> {
-    let r: Option<String> = col(row, reference)?;
+    let r: Option<SharedText> = col(row, reference)?;
     let v: Option<i64> = col(row, revision)?;
     match (r, v) {
         (Some(reference), Some(v)) => Ok(Some(OpaqueRef {
@@ -201,8 +202,8 @@ struct ReplicaRow {
     replica_id: String,
     instance_id: String,
     version_id: String,
-    endpoint: String,
-    peer_identity: String,
+    endpoint: SharedText,
+    peer_identity: SharedText,
     region: String,
     zone: String,
     capacity_class: String,
