@@ -24,8 +24,9 @@ const DATA: &str = "op_data";
 const PASSWORD: &str = "op-test-password";
 
 /// The tables a fleet and its routes live in, children first.
-const FLEET_TABLES: [&str; 12] = [
+const FLEET_TABLES: [&str; 13] = [
     "assignments",
+    "route_snapshots",
     "replicas",
     "binding_scopes",
     "bindings",
@@ -75,6 +76,7 @@ async fn rows_with_prefix(control_url: &str, prefix: &str) -> i64 {
     let mut total = 0;
     for (table, column) in [
         ("assignments", "action_id"),
+        ("route_snapshots", "replica_id"),
         ("replicas", "replica_id"),
         ("bindings", "binding_id"),
         ("admission_scopes", "scope_id"),

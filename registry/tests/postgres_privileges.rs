@@ -63,16 +63,23 @@ const FORBIDDEN: &[&str] = &[
     "SELECT * FROM connreg.instances",
     "SELECT * FROM connreg.admission_counters",
     "SELECT * FROM connreg.eligible_bindings",
+    "SELECT * FROM connreg.route_snapshots",
+    "SELECT * FROM connreg.routes",
     // a route for tenant t1 through tenant t0's binding, instance and replica
-    "INSERT INTO connreg.assignments (action_id, tenant_id, capability_id, binding_id,
+    "INSERT INTO connreg.route_snapshots (tenant_id, capability_id, binding_id,
          instance_id, version_id, type_id, replica_id, endpoint, peer_identity, region, zone,
          catalog_revision, binding_priority, policy_revision, credential_ref,
          credential_revision, secret_provider_ref, secret_provider_revision,
-         quota_policy_ref, quota_policy_revision, capacity_class, fence, attempt, reserved)
-     VALUES ('stolen', 't1', 'crm.contact.create', 't0-b0', 't0-i0', 'crm-1', 'crm',
+         quota_policy_ref, quota_policy_revision, capacity_class)
+     VALUES ('t1', 'crm.contact.create', 't0-b0', 't0-i0', 'crm-1', 'crm',
          't0-i0-r0', 'https://t0-i0-r0', 'spiffe://t0-i0-r0', 'eu', 'eu-0', 1, 1, 1,
-         'credential', 1, 'vault:kv/crm', 1, NULL, NULL, 'standard', 900000, 1, true)",
+         'credential', 1, 'vault:kv/crm', 1, NULL, NULL, 'standard')",
+    "INSERT INTO connreg.assignments (snapshot_id, fence, attempt, reserved, action_id, scopes)
+     VALUES (1, 900000, 1, true, 'stolen', '{}')",
     "UPDATE connreg.assignments SET scopes = '{t1-s}'",
+    // another tenant's snapshot under a route
+    "UPDATE connreg.assignments SET snapshot_id = snapshot_id + 1",
+    "SELECT nextval('connreg.route_snapshots_snapshot_id_seq')",
     // a replica with any endpoint
     "INSERT INTO connreg.replicas (replica_id, instance_id, version_id, endpoint,
          peer_identity, region, zone, capacity_class, capacity, health_seq,

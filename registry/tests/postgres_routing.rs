@@ -1,7 +1,9 @@
 //! Goal: on PostgreSQL, racing decisions serialize on the action's advisory
 //! lock in the project's own key space, duplicate resolves through separate
-//! pools converge on one route, and contention on a hot replica is waited
-//! out rather than reported as missing capacity (ROUTE-3, ROUTE-6, ROUTE-7).
+//! pools converge on one route, contention on a hot replica is waited
+//! out rather than reported as missing capacity, and racing new routes
+//! share one snapshot of their fixed part per replica, binding and catalog
+//! revision (ROUTE-3, ROUTE-6, ROUTE-7).
 #![cfg(feature = "postgres")]
 
 mod postgres_common;
@@ -306,4 +308,73 @@ async fn last_attempts_wait_leaves_the_callers_lock_timeout_as_it_was() {
         assert_eq!(got, outcome, "{action}");
         assert_eq!(lock_timeout, "7s", "{action}");
     }
+}
+
+/// The shared route snapshots (migration 0012), as the admin.
+async fn snapshot_rows(admin: &mut PgConnection) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM connreg.route_snapshots")
+        .fetch_one(admin)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_new_routes_share_one_snapshot_per_replica_binding_and_revision() {
+    // spec: ROUTE-7
+    const RACERS: usize = 16;
+    let fx = PgFixture::new().await;
+    let registries = two_registries(&fx).await;
+    let first = publish_fleet(&registries[0], &FleetOptions::default()).await;
+    let mut admin = fx.admin_conn().await;
+    // One replica: every racer's route has the same fixed part, and the
+    // first ones race to insert it.
+    bulk_replicas(&mut admin, "t0-i0", 1, 100, 60_000).await;
+
+    let barrier = std::sync::Arc::new(Barrier::new(RACERS));
+    let mut racers = Vec::new();
+    for i in 0..RACERS {
+        let registry = registries[i % 2].clone();
+        let barrier = barrier.clone();
+        let request = request(&format!("shared-{i}"), "t0");
+        racers.push(tokio::spawn(async move {
+            barrier.wait().await;
+            registry.route_resolve(request).await
+        }));
+    }
+    let mut fixed = BTreeSet::new();
+    for racer in racers {
+        let resolved = racer.await.unwrap().unwrap();
+        assert_eq!(resolved.kind, ResolveKind::Created);
+        assert_eq!(resolved.assignment.policy.catalog_revision, first);
+        fixed.insert(
+            serde_json::to_string(&(
+                &resolved.assignment.destination,
+                &resolved.assignment.policy,
+            ))
+            .unwrap(),
+        );
+    }
+    assert_eq!(fixed.len(), 1, "one fixed part");
+    assert_eq!(snapshot_rows(&mut admin).await, 1);
+
+    // A new catalog revision: the next route gets a snapshot of its own;
+    // the earlier routes keep theirs.
+    let second = publish_fleet(&registries[0], &FleetOptions::default()).await;
+    assert!(second > first);
+    let next = registries[1]
+        .route_resolve(request("shared-next", "t0"))
+        .await
+        .unwrap();
+    assert_eq!(next.assignment.policy.catalog_revision, second);
+    assert_eq!(snapshot_rows(&mut admin).await, 2);
+    let snapshot = registries[0].inspect().await.unwrap();
+    assert_eq!(snapshot.routes.len(), RACERS + 1);
+    assert_eq!(
+        snapshot
+            .routes
+            .iter()
+            .filter(|r| r.assignment.policy.catalog_revision == first)
+            .count(),
+        RACERS
+    );
 }

@@ -1,7 +1,9 @@
-//! Goal: a database at schema version 7, with a fleet and a held route
-//! written by that version, upgrades in place when the current registry
-//! connects: the route keeps its fence, settles and releases its
-//! reservation, and routing goes on.
+//! Goal: a database at schema version 7, with a fleet and routes written
+//! by that version, upgrades in place when the current registry connects:
+//! every route answers as it was written (its fixed part now in a shared
+//! snapshot, migration 0012: one per replica, binding and revision), the
+//! held one keeps its fence, settles and releases its reservation, and
+//! routing goes on, sharing the snapshot of its key.
 #![cfg(feature = "postgres")]
 
 use std::borrow::Cow;
@@ -19,8 +21,9 @@ use sqlx::{Connection, PgConnection};
 /// The schema version the upgrade starts from.
 const PREVIOUS_VERSION: i64 = 7;
 
-/// The fleet and one reserved route, as version 7's code wrote them, in
-/// plain SQL as the control role (the owner).
+/// The fleet and three routes, as version 7's code wrote them, in plain
+/// SQL as the control role (the owner): `old-1` held and `old-2` settled on
+/// replica r0, `old-3` held on replica r1.
 const VERSION_7_FLEET: &str = "
     INSERT INTO connreg.connector_types (type_id, family, owner, enabled)
         VALUES ('crm', 'crm', 'team', true);
@@ -36,7 +39,7 @@ const VERSION_7_FLEET: &str = "
         VALUES ('t0-i0', 't0', 'crm-1', 'config', 1, 'vault:kv/crm', 1, true);
     INSERT INTO connreg.admission_scopes (scope_id, tenant_id, kind, scope_limit)
         VALUES ('t0-s', 't0', 'tenant', 5);
-    INSERT INTO connreg.admission_counters (scope_id, in_use) VALUES ('t0-s', 1);
+    INSERT INTO connreg.admission_counters (scope_id, in_use) VALUES ('t0-s', 2);
     INSERT INTO connreg.bindings (binding_id, tenant_id, capability_id, instance_id, priority,
             policy_revision, credential_ref, credential_revision, quota_policy_ref,
             quota_policy_revision, enabled)
@@ -49,7 +52,9 @@ const VERSION_7_FLEET: &str = "
             peer_identity, region, zone, capacity_class, capacity, health_seq,
             lease_expires_at_ms, active, state, circuit_open, consecutive_unknown)
         VALUES ('t0-i0-r0', 't0-i0', 'crm-1', 'https://t0-i0-r0', 'spiffe://t0-i0-r0', 'eu',
-                'eu-1', 'standard', 4, 1, 600000, 1, 'ready', false, 0);
+                'eu-1', 'standard', 4, 1, 600000, 1, 'ready', false, 0),
+               ('t0-i0-r1', 't0-i0', 'crm-1', 'https://t0-i0-r1', 'spiffe://t0-i0-r1', 'eu',
+                'eu-2', 'standard', 4, 1, 600000, 1, 'ready', false, 0);
     INSERT INTO connreg.assignments (action_id, tenant_id, capability_id, binding_id,
             instance_id, version_id, type_id, replica_id, endpoint, peer_identity, region,
             zone, catalog_revision, binding_priority, policy_revision, credential_ref,
@@ -59,8 +64,17 @@ const VERSION_7_FLEET: &str = "
         VALUES ('old-1', 't0', 'crm.contact.create', 't0-b0', 't0-i0', 'crm-1', 'crm',
                 't0-i0-r0', 'https://t0-i0-r0', 'spiffe://t0-i0-r0', 'eu', 'eu-1', 1, 1, 1,
                 'credential', 1, 'vault:kv/crm', 1, NULL, NULL, 'standard',
+                nextval('connreg.fence_tokens'), 1, true, NULL),
+               ('old-2', 't0', 'crm.contact.create', 't0-b0', 't0-i0', 'crm-1', 'crm',
+                't0-i0-r0', 'https://t0-i0-r0', 'spiffe://t0-i0-r0', 'eu', 'eu-1', 1, 1, 1,
+                'credential', 1, 'vault:kv/crm', 1, NULL, NULL, 'standard',
+                nextval('connreg.fence_tokens'), 2, false, 'completed'),
+               ('old-3', 't0', 'crm.contact.create', 't0-b0', 't0-i0', 'crm-1', 'crm',
+                't0-i0-r1', 'https://t0-i0-r1', 'spiffe://t0-i0-r1', 'eu', 'eu-2', 1, 1, 1,
+                'credential', 1, 'vault:kv/crm', 1, NULL, NULL, 'standard',
                 nextval('connreg.fence_tokens'), 1, true, NULL);
-    INSERT INTO connreg.assignment_scopes (action_id, scope_id) VALUES ('old-1', 't0-s');
+    INSERT INTO connreg.assignment_scopes (action_id, scope_id)
+        VALUES ('old-1', 't0-s'), ('old-2', 't0-s'), ('old-3', 't0-s');
 ";
 
 fn request(action: &str) -> RouteRequest {
@@ -86,6 +100,14 @@ async fn held(admin: &mut PgConnection) -> (i64, i64) {
     .fetch_one(admin)
     .await
     .unwrap()
+}
+
+/// The shared route snapshots (migration 0012 on), as the admin.
+async fn snapshots(admin: &mut PgConnection) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM connreg.route_snapshots")
+        .fetch_one(admin)
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,7 +162,7 @@ async fn a_version_7_database_upgrades_and_keeps_its_routes() {
             .await
             .unwrap();
     control.close().await.unwrap();
-    assert_eq!(held(&mut admin).await, (1, 1));
+    assert_eq!(held(&mut admin).await, (2, 1));
 
     // The current registry connects: the newer migrations apply.
     let clock = ManualClock::new(Timestamp(0));
@@ -194,9 +216,47 @@ async fn a_version_7_database_upgrades_and_keeps_its_routes() {
         old_fence
     );
     assert_eq!(old.assignment.destination.replica.as_str(), "t0-i0-r0");
+    assert_eq!(old.assignment.destination.endpoint, "https://t0-i0-r0");
+    assert_eq!(old.assignment.destination.zone.as_str(), "eu-1");
+    assert_eq!(old.assignment.policy.catalog_revision.0, 1);
+    assert_eq!(old.assignment.policy.credential.reference, "credential");
+    assert_eq!(old.assignment.policy.quota_policy, None);
+    assert_eq!(
+        old.assignment
+            .reservation
+            .scopes
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>(),
+        ["t0-s"]
+    );
+    // The settled route on the same key shares its snapshot; the route
+    // to the other replica has its own.
+    let settled_before = plane
+        .route_get("t0".try_into().unwrap(), "old-2".try_into().unwrap())
+        .await
+        .unwrap()
+        .expect("version 7's settled route is readable");
+    assert!(!settled_before.reserved);
+    assert_eq!(settled_before.last_settlement, Some(Outcome::Completed));
+    assert_eq!(settled_before.assignment.reservation.attempt, 2);
+    assert_eq!(
+        settled_before.assignment.destination,
+        old.assignment.destination
+    );
+    assert_eq!(settled_before.assignment.policy, old.assignment.policy);
+    let other = plane
+        .route_get("t0".try_into().unwrap(), "old-3".try_into().unwrap())
+        .await
+        .unwrap()
+        .expect("version 7's route to the other replica is readable");
+    assert!(other.reserved);
+    assert_eq!(other.assignment.destination.endpoint, "https://t0-i0-r1");
+    assert_eq!(other.assignment.destination.zone.as_str(), "eu-2");
+    assert_eq!(snapshots(&mut admin).await, 2);
     let settled = plane
         .route_settle(SettleParams {
-            assignment: old.assignment,
+            assignment: old.assignment.clone(),
             outcome: Outcome::Completed,
         })
         .await
@@ -204,14 +264,18 @@ async fn a_version_7_database_upgrades_and_keeps_its_routes() {
     assert!(settled.released);
     assert_eq!(
         held(&mut admin).await,
-        (0, 0),
+        (1, 0),
         "the reservation is released"
     );
 
-    // And a new route, with a fence after the old one.
+    // And a new route, with a fence after the old one, to the idle
+    // replica (r1 holds old-3), through the snapshot the old routes share.
     let new = plane.route_resolve(request("new-1")).await.unwrap();
     assert!(i64::try_from(new.assignment.reservation.fence.0).unwrap() > old_fence);
-    assert_eq!(held(&mut admin).await, (1, 1));
+    assert_eq!(held(&mut admin).await, (2, 1));
+    assert_eq!(new.assignment.destination, old.assignment.destination);
+    assert_eq!(new.assignment.policy, old.assignment.policy);
+    assert_eq!(snapshots(&mut admin).await, 2);
     plane.close().await;
     registry.close().await;
 }

@@ -19,8 +19,9 @@ use sqlx::{Connection, PgConnection};
 
 /// Each table a run writes, with the column that starts with the run
 /// prefix, in deletion order (children first).
-pub const RUN_TABLES: [(&str, &str); 12] = [
+pub const RUN_TABLES: [(&str, &str); 13] = [
     ("assignments", "action_id"),
+    ("route_snapshots", "replica_id"),
     ("replicas", "replica_id"),
     ("binding_scopes", "binding_id"),
     ("bindings", "binding_id"),

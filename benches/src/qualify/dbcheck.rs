@@ -49,7 +49,7 @@ SELECT
   (SELECT count(*) FROM (SELECT fence FROM connreg.assignments
                          GROUP BY fence HAVING count(*) > 1) f),
   (SELECT count(*) FROM connreg.replicas r
-     LEFT JOIN (SELECT replica_id, count(*) AS live FROM connreg.assignments
+     LEFT JOIN (SELECT replica_id, count(*) AS live FROM connreg.routes
                 WHERE reserved GROUP BY replica_id) a USING (replica_id)
      WHERE r.active <> coalesce(a.live, 0)),
   (SELECT count(*) FROM connreg.admission_counters c

@@ -88,7 +88,8 @@ fn opaque_opt(row: &PgRow, reference: &str, revision: &'static str) -> Result<Op
     }
 }
 
-/// The columns [`route`] reads, from `connreg.assignments a`.
+/// The columns [`route`] reads, from `connreg.routes a` (a route's row
+/// with its snapshot, migration 0012).
 macro_rules! route_columns {
     () => {
         "a.action_id, a.tenant_id, a.capability_id, a.binding_id, a.instance_id, \

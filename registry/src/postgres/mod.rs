@@ -78,6 +78,13 @@
 //!   one-scope counter locked, checked and counted by one `UPDATE`
 //!   (`take_scopes`), counters with room for HOT updates: less written
 //!   and less WAL per resolve and settlement, the same answers.
+//! - `0012_share_route_snapshots`: a route's fixed part (tenant,
+//!   capability, destination, policy snapshot) in one shared, immutable
+//!   `connreg.route_snapshots` row per (replica, binding, catalog
+//!   revision, capacity class); the route's row keeps its action, its
+//!   snapshot, its reservation and its scopes, and `connreg.routes` joins
+//!   the two into the columns a route had: a new route writes a narrow
+//!   row, the same answers.
 //!
 //! No column holds a credential or secret value, only references and
 //! revisions (REC-7).

@@ -33,6 +33,11 @@
 //! maintenance takes assignment rows before counters: every other writer of
 //! an assignment row holds that row's replica first, which maintenance
 //! holds. Every lock wait of a resolve is bounded by [`ROUTE_LOCK_WAIT_MS`].
+//!
+//! A route's shared snapshot (`connreg.route_snapshots`, migration 0012)
+//! is never locked: a resolve inserts one only while it holds the replica
+//! row its key names, so no two inserts of one key overlap and none waits,
+//! and a route's row refers to it without a foreign key check.
 
 use sqlx::PgConnection;
 use sqlx::postgres::PgRow;

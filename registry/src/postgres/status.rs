@@ -98,7 +98,7 @@ pub(crate) async fn inspect(control: &PgPool) -> Result<StoreSnapshot> {
         let routes = sqlx::query(concat!(
             "SELECT ",
             route_columns!(),
-            " FROM connreg.assignments a ORDER BY a.action_id"
+            " FROM connreg.routes a ORDER BY a.action_id"
         ))
         .fetch_all(&mut *tx)
         .await

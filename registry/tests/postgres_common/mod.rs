@@ -370,9 +370,11 @@ pub const AUTH2_FORBIDDEN: &[&str] = &[
     "INSERT INTO connreg.admission_counters VALUES ('t0-s', 0)",
     "DELETE FROM connreg.admission_counters",
     // the immutable parts of routes and replicas
-    "UPDATE connreg.assignments SET replica_id = 't0-i0-r1'",
-    "UPDATE connreg.assignments SET endpoint = 'https://elsewhere'",
+    "UPDATE connreg.route_snapshots SET replica_id = 't0-i0-r1'",
+    "UPDATE connreg.route_snapshots SET endpoint = 'https://elsewhere'",
+    "UPDATE connreg.assignments SET snapshot_id = 0",
     "DELETE FROM connreg.assignments",
+    "DELETE FROM connreg.route_snapshots",
     "UPDATE connreg.replicas SET endpoint = 'https://elsewhere'",
     "UPDATE connreg.replicas SET capacity = 10000",
     "DELETE FROM connreg.replicas",
@@ -384,6 +386,7 @@ pub const AUTH2_FORBIDDEN: &[&str] = &[
     "CREATE INDEX intruder_ix ON connreg.replicas (endpoint)",
     "DROP TABLE connreg.bindings",
     "TRUNCATE connreg.assignments",
+    "TRUNCATE connreg.route_snapshots",
     "CREATE FUNCTION connreg.intruder() RETURNS int LANGUAGE sql AS 'SELECT 1'",
     "SELECT connreg.grant_data_role(current_user)",
 ];
