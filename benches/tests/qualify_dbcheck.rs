@@ -6,7 +6,9 @@
 use connreg::contracts::Routing;
 use connreg::postgres::PgRegistry;
 use connreg::postgres::testing::TestRegistry;
-use connreg::{ActionId, ManualClock, RegistryConfig, RouteRequest, Timestamp};
+use connreg::{
+    ActionId, ManualClock, Outcome, RegistryConfig, RouteRequest, SettleParams, Timestamp,
+};
 use connreg_benches::qualify::check::{ViolationKind, Violations};
 use connreg_benches::qualify::dbcheck::check_database;
 use connreg_benches::qualify::fleet::{self, Admission, FleetPlan, FleetShape};
@@ -91,5 +93,69 @@ async fn the_server_counts_find_tampered_replicas_counters_and_fences() {
     ] {
         assert_eq!(found.counts().get(&kind), Some(&1), "{:?}", found.details());
     }
+    registry.close().await;
+}
+
+#[tokio::test]
+async fn the_server_counts_find_a_route_whose_snapshot_is_gone() {
+    // spec: SIM-6, REC-8
+    let test = TestRegistry::create().await.expect("a test database");
+    let options = test.options();
+    let control = options.control.connect.clone();
+    let registry = PgRegistry::connect(
+        options,
+        ManualClock::new(Timestamp(1_000_000)),
+        RegistryConfig::default(),
+    )
+    .await
+    .expect("a registry");
+    let plan = FleetPlan::with_prefix(&shape(), "db-");
+    fleet::build(&registry, &plan).await.expect("the fleet");
+    for n in 0..2 {
+        let resolved = registry
+            .route_resolve(RouteRequest {
+                action: ActionId::new(format!("db-a{n}")).unwrap(),
+                tenant: Some(plan.tenants[1].clone()),
+                capability: plan.capabilities[0].clone(),
+                topology: plan.topology(1, 0),
+            })
+            .await
+            .expect("a route");
+        let done = registry
+            .route_settle(SettleParams {
+                assignment: resolved.assignment,
+                outcome: Outcome::Completed,
+            })
+            .await
+            .expect("a settlement");
+        assert!(done.released);
+    }
+    let mut clean = Violations::default();
+    check_database(&control, &mut clean).await.expect("checks");
+    assert_eq!(clean.total(), 0, "{:?}", clean.details());
+
+    // A settled route pointing at a snapshot that does not exist: nothing
+    // else counts it, so only the snapshot check can.
+    let mut conn = test.control_connection().await.expect("control");
+    sqlx::query(
+        "UPDATE connreg.assignments \
+         SET snapshot_id = (SELECT max(snapshot_id) + 1000 FROM connreg.route_snapshots) \
+         WHERE action_id = 'db-a1'",
+    )
+    .execute(&mut conn)
+    .await
+    .expect("the tampering");
+    conn.close().await.unwrap();
+    let mut found = Violations::default();
+    let counted = check_database(&control, &mut found).await.expect("checks");
+    assert_eq!(counted.routes_without_snapshot, 1, "{counted:?}");
+    assert_eq!(counted.replicas_mismatched, 0, "{counted:?}");
+    assert_eq!(
+        found.counts().get(&ViolationKind::RouteChanged),
+        Some(&1),
+        "{:?}",
+        found.details()
+    );
+    assert_eq!(found.total(), 1, "{:?}", found.details());
     registry.close().await;
 }

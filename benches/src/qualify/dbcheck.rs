@@ -6,6 +6,9 @@
 //!
 //! - one assignment per action;
 //! - no fence token on two assignments;
+//! - every assignment's snapshot exists (the decision writes a route only
+//!   with the snapshot it has just read or inserted; no foreign key
+//!   re-checks it on the write path);
 //! - every replica's `active` equals its reserved assignments;
 //! - every admission counter's `in_use` equals the reserved assignments
 //!   holding its scope.
@@ -37,6 +40,9 @@ pub struct DatabaseCheck {
     /// Counters whose `in_use` differs from the reserved assignments
     /// holding their scope.
     pub counters_mismatched: u64,
+    /// Assignments whose snapshot row is missing.
+    #[serde(default)]
+    pub routes_without_snapshot: u64,
 }
 
 const COUNTS: &str = "
@@ -56,7 +62,10 @@ SELECT
      LEFT JOIN (SELECT s.scope_id, count(*) AS live
                 FROM connreg.assignments a, unnest(a.scopes) AS s(scope_id)
                 WHERE a.reserved GROUP BY s.scope_id) l USING (scope_id)
-     WHERE c.in_use <> coalesce(l.live, 0))
+     WHERE c.in_use <> coalesce(l.live, 0)),
+  (SELECT count(*) FROM connreg.assignments a
+     WHERE NOT EXISTS (SELECT 1 FROM connreg.route_snapshots s
+                       WHERE s.snapshot_id = a.snapshot_id))
 ";
 
 /// Runs the checks as the control role; adds what they find to
@@ -73,14 +82,14 @@ pub async fn check_database(
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
             .await?;
-        let row: (i64, i64, i64, i64, i64, i64, i64) =
+        let row: (i64, i64, i64, i64, i64, i64, i64, i64) =
             sqlx::query_as(COUNTS).fetch_one(&mut *tx).await?;
         tx.rollback().await?;
         Ok::<_, sqlx::Error>(row)
     }
     .await;
     let _ = conn.close().await;
-    let (assignments, replicas, counters, duplicates, fences, replicas_off, counters_off) =
+    let (assignments, replicas, counters, duplicates, fences, replicas_off, counters_off, orphans) =
         counts.map_err(|e| format!("the whole-database checks failed: {e}"))?;
     let n = |v: i64| v.max(0) as u64;
     let check = DatabaseCheck {
@@ -91,6 +100,7 @@ pub async fn check_database(
         reused_fences: n(fences),
         replicas_mismatched: n(replicas_off),
         counters_mismatched: n(counters_off),
+        routes_without_snapshot: n(orphans),
     };
     for (count, kind, what) in [
         (
@@ -112,6 +122,11 @@ pub async fn check_database(
             check.counters_mismatched,
             ViolationKind::ScopeAccounting,
             "admission counters that differ from the reserved assignments holding them",
+        ),
+        (
+            check.routes_without_snapshot,
+            ViolationKind::RouteChanged,
+            "assignments whose route snapshot is missing",
         ),
     ] {
         if count > 0 {

@@ -262,14 +262,15 @@ pub fn markdown(r: &Report, plots: &[(&str, String)]) -> String {
     if let Some(d) = &i.database {
         let _ = writeln!(
             s,
-            "\nWhole database, counted by the server through the control role: {} assignments, {} replicas, {} admission counters; {} actions with two assignments, {} reused fences, {} replicas and {} counters off their reservations.\n",
+            "\nWhole database, counted by the server through the control role: {} assignments, {} replicas, {} admission counters; {} actions with two assignments, {} reused fences, {} replicas and {} counters off their reservations, {} assignments without their snapshot.\n",
             d.assignments,
             d.replicas,
             d.counters,
             d.duplicate_actions,
             d.reused_fences,
             d.replicas_mismatched,
-            d.counters_mismatched
+            d.counters_mismatched,
+            d.routes_without_snapshot
         );
     }
     for d in &i.details {

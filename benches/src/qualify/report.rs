@@ -693,14 +693,15 @@ impl Report {
         if let Some(d) = &i.database {
             let _ = writeln!(
                 s,
-                "database:   {} assignments, {} replicas, {} counters counted by the server; {} duplicate actions, {} reused fences, {} replicas and {} counters off",
+                "database:   {} assignments, {} replicas, {} counters counted by the server; {} duplicate actions, {} reused fences, {} replicas and {} counters off, {} without their snapshot",
                 d.assignments,
                 d.replicas,
                 d.counters,
                 d.duplicate_actions,
                 d.reused_fences,
                 d.replicas_mismatched,
-                d.counters_mismatched
+                d.counters_mismatched,
+                d.routes_without_snapshot
             );
         }
         for d in &i.details {
