@@ -151,6 +151,17 @@ pub async fn instance_references_travel_into_the_route<H: Harness>(harness: &H) 
     let inst = s.fleet.instance("i-acme-crm");
     assert_eq!(a.policy.secret_provider, inst.secret_provider);
     assert_eq!(a.destination.instance, inst.id);
+    // The route's texts read as the texts its records were written with.
+    let provider = &a.policy.secret_provider.reference;
+    assert_eq!(
+        provider.as_str(),
+        inst.secret_provider.reference.to_string()
+    );
+    let endpoint: &str = a.destination.endpoint.as_ref();
+    assert_eq!(
+        endpoint,
+        format!("https://{}.connectors.internal:8443", a.destination.replica)
+    );
     let mut disabled = inst;
     disabled.enabled = false;
     s.publish(vec![Change::UpsertInstance(disabled)])
