@@ -1,7 +1,6 @@
 //! Shared immutable text for record fields that are copied into every
 //! answer (endpoints, peer identities, opaque references).
 
-use std::borrow::Borrow;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -37,12 +36,6 @@ impl AsRef<str> for SharedText {
     }
 }
 
-impl Borrow<str> for SharedText {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
 impl From<String> for SharedText {
     fn from(value: String) -> Self {
         SharedText(Arc::from(value))
@@ -52,36 +45,6 @@ impl From<String> for SharedText {
 impl From<&str> for SharedText {
     fn from(value: &str) -> Self {
         SharedText(Arc::from(value))
-    }
-}
-
-impl From<&String> for SharedText {
-    fn from(value: &String) -> Self {
-        SharedText(Arc::from(value.as_str()))
-    }
-}
-
-impl From<SharedText> for String {
-    fn from(value: SharedText) -> String {
-        String::from(&*value.0)
-    }
-}
-
-impl PartialEq<str> for SharedText {
-    fn eq(&self, other: &str) -> bool {
-        &*self.0 == other
-    }
-}
-
-impl PartialEq<&str> for SharedText {
-    fn eq(&self, other: &&str) -> bool {
-        &*self.0 == *other
-    }
-}
-
-impl PartialEq<String> for SharedText {
-    fn eq(&self, other: &String) -> bool {
-        *self.0 == **other
     }
 }
 
@@ -149,8 +112,8 @@ mod tests {
         let s = String::from("https://r0.internal:8443 \"q\"");
         let t = SharedText::from(s.clone());
         assert_eq!(t.as_str(), s);
-        assert_eq!(t, s);
-        assert_eq!(t, *s.as_str());
+        assert_eq!(&*t, s);
+        assert_eq!(AsRef::<str>::as_ref(&t), s);
         assert_eq!(format!("{t}"), format!("{s}"));
         assert_eq!(format!("{t:?}"), format!("{s:?}"));
         assert_eq!(
@@ -159,7 +122,7 @@ mod tests {
         );
         let back: SharedText = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, t);
-        assert_eq!(String::from(back), s);
+        assert_eq!(back, SharedText::from(s.as_str()));
         let (a, b) = (SharedText::from("a"), SharedText::from("b"));
         assert!(a < b);
     }

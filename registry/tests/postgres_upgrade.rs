@@ -216,10 +216,16 @@ async fn a_version_7_database_upgrades_and_keeps_its_routes() {
         old_fence
     );
     assert_eq!(old.assignment.destination.replica.as_str(), "t0-i0-r0");
-    assert_eq!(old.assignment.destination.endpoint, "https://t0-i0-r0");
+    assert_eq!(
+        old.assignment.destination.endpoint.as_str(),
+        "https://t0-i0-r0"
+    );
     assert_eq!(old.assignment.destination.zone.as_str(), "eu-1");
     assert_eq!(old.assignment.policy.catalog_revision.0, 1);
-    assert_eq!(old.assignment.policy.credential.reference, "credential");
+    assert_eq!(
+        old.assignment.policy.credential.reference.as_str(),
+        "credential"
+    );
     assert_eq!(old.assignment.policy.quota_policy, None);
     assert_eq!(
         old.assignment
@@ -251,7 +257,10 @@ async fn a_version_7_database_upgrades_and_keeps_its_routes() {
         .unwrap()
         .expect("version 7's route to the other replica is readable");
     assert!(other.reserved);
-    assert_eq!(other.assignment.destination.endpoint, "https://t0-i0-r1");
+    assert_eq!(
+        other.assignment.destination.endpoint.as_str(),
+        "https://t0-i0-r1"
+    );
     assert_eq!(other.assignment.destination.zone.as_str(), "eu-2");
     assert_eq!(snapshots(&mut admin).await, 2);
     let settled = plane
