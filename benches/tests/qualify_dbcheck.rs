@@ -32,14 +32,11 @@ fn shape() -> FleetShape {
     }
 }
 
-#[tokio::test]
-async fn the_server_counts_find_tampered_replicas_counters_and_fences() {
-    // spec: SIM-6, ROUTE-7
+/// A fresh database with the fleet of [`shape`] built in it.
+async fn fleet_database() -> (TestRegistry, PgRegistry, FleetPlan) {
     let test = TestRegistry::create().await.expect("a test database");
-    let options = test.options();
-    let control = options.control.connect.clone();
     let registry = PgRegistry::connect(
-        options,
+        test.options(),
         ManualClock::new(Timestamp(1_000_000)),
         RegistryConfig::default(),
     )
@@ -47,6 +44,14 @@ async fn the_server_counts_find_tampered_replicas_counters_and_fences() {
     .expect("a registry");
     let plan = FleetPlan::with_prefix(&shape(), "db-");
     fleet::build(&registry, &plan).await.expect("the fleet");
+    (test, registry, plan)
+}
+
+#[tokio::test]
+async fn the_server_counts_find_tampered_replicas_counters_and_fences() {
+    // spec: SIM-6, ROUTE-7
+    let (test, registry, plan) = fleet_database().await;
+    let control = test.options().control.connect;
     for n in 0..3 {
         registry
             .route_resolve(RouteRequest {
@@ -99,18 +104,8 @@ async fn the_server_counts_find_tampered_replicas_counters_and_fences() {
 #[tokio::test]
 async fn the_server_counts_find_a_route_whose_snapshot_is_gone() {
     // spec: SIM-6, REC-8
-    let test = TestRegistry::create().await.expect("a test database");
-    let options = test.options();
-    let control = options.control.connect.clone();
-    let registry = PgRegistry::connect(
-        options,
-        ManualClock::new(Timestamp(1_000_000)),
-        RegistryConfig::default(),
-    )
-    .await
-    .expect("a registry");
-    let plan = FleetPlan::with_prefix(&shape(), "db-");
-    fleet::build(&registry, &plan).await.expect("the fleet");
+    let (test, registry, plan) = fleet_database().await;
+    let control = test.options().control.connect;
     for n in 0..2 {
         let resolved = registry
             .route_resolve(RouteRequest {
