@@ -157,6 +157,8 @@ pub async fn instance_references_travel_into_the_route<H: Harness>(harness: &H) 
         provider.as_str(),
         inst.secret_provider.reference.to_string()
     );
+    let back: RouteAssignment = serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
+    assert_eq!(back, a, "the answer reads back as it was written");
     let endpoint: &str = a.destination.endpoint.as_ref();
     assert_eq!(
         endpoint,

@@ -166,6 +166,7 @@ mod setup;
 mod status;
 #[cfg(feature = "postgres-testing")]
 pub mod testing;
+mod text;
 mod tx;
 
 pub use commit::observe_commit;
