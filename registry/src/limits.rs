@@ -78,6 +78,12 @@ pub const PUBLICATION_CHANGES_MAX: usize = 1_000;
 /// Most replicas one lease maintenance call marks offline.
 pub const LEASE_MAINTENANCE_BATCH_MAX: u32 = 1_000;
 
+/// Most reservations one `lease_maintain` call releases (LEASE-2): the
+/// batch stops before the expired replica that would take it past this,
+/// and answers `more`. At least [`REPLICA_CAPACITY_MAX`], so one replica's
+/// reservations always fit in one call.
+pub const LEASE_MAINTENANCE_RESERVATIONS_MAX: u32 = 10_000;
+
 /// Longest lease a heartbeat may grant, in milliseconds.
 pub const LEASE_TTL_MS_MAX: u64 = 10 * 60 * 1000;
 
@@ -132,5 +138,6 @@ const _: () = {
             <= 10_000
     );
     assert!(LEASE_MAINTENANCE_BATCH_MAX >= 1);
+    assert!(LEASE_MAINTENANCE_RESERVATIONS_MAX >= REPLICA_CAPACITY_MAX);
     assert!(TENANT_CAPABILITY_BINDINGS_MAX * INSTANCE_REPLICAS_MAX <= 1 << 20);
 };

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use connreg::contracts::{CatalogAdmin, ReplicaLifecycle, Routing};
-use connreg::postgres::{LOCK_CLASS_ACTION, PgOptions, PgRegistry, lock_key, observe_commit};
+use connreg::postgres::{LOCK_CLASS_ACTION, PgOptions, PgRegistry, lock_slot, observe_commit};
 use connreg::{
     Error, HeartbeatParams, ManualClock, Outcome, RegistryConfig, ResolveKind, SettleParams,
     Timestamp,
@@ -79,12 +79,14 @@ async fn a_call_blocked_past_its_deadline_answers_unavailable_and_leaves_no_sess
     // well within the server's statement timeout.
     let mut holder = fx.admin_conn().await;
     sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
-    sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
-        .bind(LOCK_CLASS_ACTION)
-        .bind(lock_key("held"))
-        .execute(&mut holder)
-        .await
-        .unwrap();
+    sqlx::query(
+        "SELECT 1 FROM connreg.protocol_locks WHERE lock_class = $1 AND slot = $2 FOR UPDATE",
+    )
+    .bind(LOCK_CLASS_ACTION)
+    .bind(lock_slot("held"))
+    .execute(&mut holder)
+    .await
+    .unwrap();
     let answer = registry.route_resolve(request("held", "t0")).await;
     match answer {
         Err(Error::Unavailable { reason }) => {

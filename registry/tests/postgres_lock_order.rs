@@ -209,22 +209,13 @@ async fn abandoned_binding_releases_its_locks_so_no_settle_deadlocks() {
     assert_eq!(deadlocks, 0, "PostgreSQL broke a lock cycle");
 }
 
-/// A pinned retry that finds its replica held goes round again in order
-/// (replica, then counters), while a settlement of another action on that
-/// replica runs beside it; `plant` optionally breaks the settlement's
-/// order. Returns the two answers.
-async fn pinned_retry_beside_a_settlement(
-    plant: Option<PgPlant>,
-) -> (connreg::Result<connreg::Resolved>, connreg::Result<Settled>) {
+/// A pinned retry that finds its replica held waits for it holding
+/// nothing, then decides again, while a settlement of another action on
+/// that replica runs beside it. Returns the two answers.
+async fn pinned_retry_beside_a_settlement()
+-> (connreg::Result<connreg::Resolved>, connreg::Result<Settled>) {
     let fx = PgFixture::new().await;
     let (registry, x) = layout(&fx).await;
-    let registry = match plant {
-        Some(plant) => registry
-            .with_plant(plant)
-            .await
-            .expect("the plant installs"),
-        None => registry,
-    };
     let mut admin = fx.admin_conn().await;
     // y on R3 too, released: its next resolve is a pinned retry.
     registry
@@ -251,8 +242,8 @@ async fn pinned_retry_beside_a_settlement(
         .execute(&mut z)
         .await
         .unwrap();
-    // The retry of y: counters, then R3 without waiting (held): round two
-    // waits for R3 holding nothing.
+    // The retry of y: counters, then R3 without waiting (held): the next
+    // round waits for R3 holding nothing.
     let retrying = resolve_in_background(&registry, "y");
     until_waiting(&mut admin, 1).await;
     // The settlement of x on R3 queues behind it.
@@ -265,7 +256,7 @@ async fn pinned_retry_beside_a_settlement(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pinned_retry_and_settlement_on_one_replica_take_turns() {
     // spec: LOCK-1, PIN-3, SETTLE-3
-    let (retried, settled) = pinned_retry_beside_a_settlement(None).await;
+    let (retried, settled) = pinned_retry_beside_a_settlement().await;
     assert_eq!(retried.map(|r| r.kind), Ok(ResolveKind::Reserved));
     assert_eq!(settled, Ok(Settled { released: true }));
 }
@@ -273,15 +264,40 @@ async fn pinned_retry_and_settlement_on_one_replica_take_turns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn settlement_against_the_lock_order_is_caught() {
     // spec: LOCK-1
-    // The planted settlement holds the counters while it waits for R3; the
-    // retry holds R3 while it waits for the counters. The cycle ends in a
-    // lock timeout (NoCapacity although there is room) or in PostgreSQL's
-    // deadlock check (Unavailable): either way not the answers above.
-    let (retried, settled) =
-        pinned_retry_beside_a_settlement(Some(PgPlant::SettleLocksCountersFirst)).await;
+    // Two settlements on R3, x's in order (replica, then counters) and y's
+    // planted against it (counters, then replica). x's waits for R3 first;
+    // when R3 is free it holds R3 and waits for the counters y's holds,
+    // while y's waits for R3: a cycle, ended by PostgreSQL's deadlock check
+    // or a lock timeout. Both cannot be released.
+    let fx = PgFixture::new().await;
+    let (registry, x) = layout(&fx).await;
+    let planted = fx
+        .registry(ManualClock::new(Timestamp(0)))
+        .await
+        .with_plant(PgPlant::SettleLocksCountersFirst)
+        .await
+        .expect("the plant installs");
+    let mut admin = fx.admin_conn().await;
+    for r in ["r1", "r2"] {
+        registry.replica_drain(r.try_into().unwrap()).await.unwrap();
+    }
+    let y = registry.route_resolve(request("y", "t0")).await.unwrap();
+    assert_eq!(y.assignment.destination.replica.as_str(), "r3");
+
+    let mut z = session(&fx).await;
+    sqlx::query("SELECT 1 FROM connreg.replicas WHERE replica_id = 'r3' FOR UPDATE")
+        .execute(&mut z)
+        .await
+        .unwrap();
+    let in_order = settle_in_background(&registry, x);
+    until_waiting(&mut admin, 1).await;
+    let against = settle_in_background(&planted, y.assignment);
+    until_waiting(&mut admin, 2).await;
+    commit(z).await;
+    let (in_order, against) = (in_order.await.unwrap(), against.await.unwrap());
+    let released = Ok(Settled { released: true });
     assert!(
-        retried.as_ref().map(|r| r.kind) != Ok(ResolveKind::Reserved)
-            || settled != Ok(Settled { released: true }),
-        "the planted lock order went unnoticed: retry {retried:?}, settle {settled:?}"
+        in_order != released || against != released,
+        "the planted lock order went unnoticed: {in_order:?}, {against:?}"
     );
 }

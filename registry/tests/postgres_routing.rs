@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use connreg::contracts::{Routing, Status};
-use connreg::postgres::{LOCK_CLASS_ACTION, PgRegistry, lock_key};
+use connreg::postgres::{LOCK_CLASS_ACTION, PgRegistry, lock_slot};
 use connreg::{Error, Inspect, ManualClock, RegistryConfig, ResolveKind, Timestamp};
 use postgres_common::{FleetOptions, PgFixture, bulk_replicas, publish_fleet, request};
 use sqlx::{Connection, PgConnection};
@@ -121,7 +121,7 @@ async fn contention_on_one_replica_never_reports_no_capacity_while_it_has_room()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resolve_serializes_on_the_action_lock_in_the_projects_key_space() {
+async fn resolve_serializes_on_the_actions_protocol_lock() {
     // spec: ROUTE-3
     let fx = PgFixture::new().await;
     let (registry, _clock) = fx.registry_at_zero().await;
@@ -129,33 +129,21 @@ async fn resolve_serializes_on_the_action_lock_in_the_projects_key_space() {
     let mut admin = fx.admin_conn().await;
     bulk_replicas(&mut admin, "t0-i0", 2, 4, 60_000).await;
 
-    // Another session holds action a1's lock, two-int form, project class.
+    // Another session holds action a1's lock: its row of the protocol's
+    // lock table (migration 0013), which the data role cannot lock.
     let mut holder = PgConnection::connect_with(&fx.admin).await.unwrap();
     sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
-    sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
-        .bind(LOCK_CLASS_ACTION)
-        .bind(lock_key("a1"))
-        .execute(&mut holder)
-        .await
-        .unwrap();
-    let (holder_pid,): (i32,) = sqlx::query_as("SELECT pg_backend_pid()")
-        .fetch_one(&mut holder)
-        .await
-        .unwrap();
-    // pg_locks spans the whole server, where other tests hold their own
-    // action locks: look only at the holder's session.
-    let held: Vec<(i32,)> = sqlx::query_as(
-        "SELECT objsubid::int FROM pg_locks \
-         WHERE locktype = 'advisory' AND classid = $1::oid AND pid = $2",
+    let locked: Vec<(i32,)> = sqlx::query_as(
+        "SELECT slot FROM connreg.protocol_locks \
+          WHERE lock_class = $1 AND slot = $2 FOR NO KEY UPDATE",
     )
-    .bind(i64::from(LOCK_CLASS_ACTION as u32))
-    .bind(holder_pid)
-    .fetch_all(&mut admin)
+    .bind(LOCK_CLASS_ACTION)
+    .bind(lock_slot("a1"))
+    .fetch_all(&mut holder)
     .await
     .unwrap();
-    // objsubid 2 is the two-int form; sqlx's migrator uses the bigint form
-    // (objsubid 1), so the two can never collide.
-    assert_eq!(held, vec![(2,)]);
+    assert_eq!(locked, vec![(lock_slot("a1"),)], "a1's lock row exists");
+    assert_ne!(lock_slot("a1"), lock_slot("a2"), "the test needs two slots");
 
     let resolving = {
         let registry = registry.clone();

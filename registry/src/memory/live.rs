@@ -11,7 +11,7 @@ use crate::id::{
     VersionId, Zone,
 };
 use crate::inspect::{INSPECT_ROWS_MAX, ScopeUsage, StoreSnapshot};
-use crate::limits::{AUDIT_ENTRIES_MAX, INSTANCE_REPLICAS_MAX};
+use crate::limits::{AUDIT_ENTRIES_MAX, INSTANCE_REPLICAS_MAX, LEASE_MAINTENANCE_RESERVATIONS_MAX};
 use crate::ordering::route_hash_key;
 use crate::records::{
     Binding, Circuit, FenceToken, Outcome, PolicySnapshot, Replica, ReplicaState, Reservation,
@@ -876,7 +876,10 @@ impl LiveState {
         Ok(r.clone())
     }
 
-    /// LEASE-2, LEASE-3: bounded, contacts nothing, rewrites no destination.
+    /// LEASE-2, LEASE-3: bounded by replicas and by reservations, contacts
+    /// nothing, rewrites no destination. The batch stops before the
+    /// expired replica whose reservations would take it past
+    /// [`LEASE_MAINTENANCE_RESERVATIONS_MAX`] (the first always fits).
     pub(crate) fn maintain(&mut self, max: u32, now: Timestamp) -> Result<Maintained> {
         let mut report = Maintained::default();
         let due: Vec<(Timestamp, ReplicaId)> = self
@@ -886,8 +889,21 @@ impl LiveState {
             .take(max as usize + 1)
             .cloned()
             .collect();
-        report.more = due.len() > max as usize;
-        for (at, id) in due.into_iter().take(max as usize) {
+        let mut batch = 0;
+        let mut held = 0usize;
+        for (_, id) in due.iter().take(max as usize) {
+            let n = self
+                .slot_of
+                .get(id)
+                .map_or(0, |&at| self.slot(at).reserved.len());
+            if batch > 0 && held + n > LEASE_MAINTENANCE_RESERVATIONS_MAX as usize {
+                break;
+            }
+            held += n;
+            batch += 1;
+        }
+        report.more = due.len() > batch;
+        for (at, id) in due.into_iter().take(batch) {
             self.leases.remove(&(at, id.clone()));
             let actions: Vec<ActionId> = match self.slot_of.get(&id) {
                 Some(&at) => {

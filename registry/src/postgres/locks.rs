@@ -1,15 +1,20 @@
-//! Advisory lock keys: the project's own key space.
+//! Lock keys: the project's own key space.
 //!
-//! Every lock uses the two-int form `(class, key)` with a class from
-//! [`LOCK_CLASS_BASE`], so it can never collide with sqlx's migrator lock,
-//! which uses the bigint form (PostgreSQL keeps the two forms apart), nor
-//! with another application's classes by accident. Keys of identifiers are
-//! the first four bytes of their MD5: fixed across processes and releases.
-//! Two identifiers with one key only serialize with each other, which is
-//! safe. All are transaction locks, released at commit or rollback. The
-//! data role's functions (migration 0008) take the action and instance
-//! locks with these classes and `connreg.lock_key`, the same key as
-//! [`key`]; start-up checks the classes (`connreg.data_protocol_limits`).
+//! Keys of identifiers are the first four bytes of their MD5: fixed across
+//! processes and releases. Two identifiers with one key only serialize
+//! with each other, which is safe. All locks are transaction locks,
+//! released at commit or rollback.
+//!
+//! The data role's functions take an action's and an instance's lock as a
+//! row lock on `connreg.protocol_locks` (migration 0013): the row of the
+//! class ([`LOCK_CLASS_ACTION`], [`LOCK_CLASS_INSTANCE`]) and [`slot`] of
+//! the identifier. Only the protocol owner may lock those rows, so a
+//! data-role session cannot hold a key the protocol waits for (AUTH-6);
+//! the advisory locks of migrations 0008..0012, which every role may take,
+//! are no longer used for them. Start-up checks the classes
+//! (`connreg.data_protocol_limits`). The setup steps still use the
+//! two-int advisory form with a class from [`LOCK_CLASS_BASE`], which can
+//! never collide with sqlx's migrator lock (the bigint form).
 
 use md5::{Digest, Md5};
 use sqlx::PgConnection;
@@ -31,6 +36,23 @@ pub const CATALOG_KEY: i32 = 0;
 pub const LOCK_CLASS_ACTION: i32 = LOCK_CLASS_BASE + 2;
 /// One instance's replica registrations (the replicas-per-instance limit).
 pub const LOCK_CLASS_INSTANCE: i32 = LOCK_CLASS_BASE + 3;
+
+/// Slots per class of `connreg.protocol_locks` (migration 0013): an
+/// identifier's lock is the row of its class and `key(id) & (SLOTS - 1)`.
+pub const PROTOCOL_LOCK_SLOTS: i32 = 65_536;
+
+/// Longest any data-plane function waits for one lock, in ms: each fixes
+/// its own `lock_timeout` to this (migration 0013), whatever the session
+/// set. Above a decision's whole run ([`ROUTE_DECISION_MS_MAX`]), so a
+/// resolve waiting for its action's lock outlasts the holder.
+///
+/// [`ROUTE_DECISION_MS_MAX`]: super::routing::ROUTE_DECISION_MS_MAX
+pub const PROTOCOL_LOCK_WAIT_MS: u32 = 2_500;
+
+/// The row of `connreg.protocol_locks` that is `id`'s lock in `class`.
+pub fn slot(id: &str) -> i32 {
+    key(id) & (PROTOCOL_LOCK_SLOTS - 1)
+}
 
 /// Control-plane setup steps that must not run twice at once (granting
 /// the data role its privileges rewrites catalog rows of PostgreSQL's own).

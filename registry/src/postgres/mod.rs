@@ -177,10 +177,13 @@ pub use config::{
 pub use error::StartError;
 pub use locks::{
     CATALOG_KEY, LOCK_CLASS_ACTION, LOCK_CLASS_BASE, LOCK_CLASS_CATALOG, LOCK_CLASS_INSTANCE,
-    LOCK_CLASS_SETUP, key as lock_key,
+    LOCK_CLASS_SETUP, PROTOCOL_LOCK_SLOTS, PROTOCOL_LOCK_WAIT_MS, key as lock_key,
+    slot as lock_slot,
 };
 pub use registry::{PgDataPlane, PgRegistry, PoolSize, PoolStatus};
-pub use routing::{ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT, ROUTE_LOCK_WAIT_MS, ReplicaReads};
+pub use routing::{
+    ROUTE_DECISION_MS_MAX, ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT, ROUTE_LOCK_WAIT_MS, ReplicaReads,
+};
 pub use setup::{
     CONTROL_ROLE_IDLE_IN_TRANSACTION_MS, CONTROL_ROLE_LOCK_TIMEOUT_MS,
     CONTROL_ROLE_STATEMENT_TIMEOUT_MS, DATA_ROLE_IDLE_IN_TRANSACTION_MS, DATA_ROLE_LOCK_TIMEOUT_MS,

@@ -65,6 +65,17 @@ pub const ROUTE_LOCK_WAIT_MS: u32 = 1_000;
 /// far below [`ROUTE_LOCK_WAIT_MS`].
 pub const ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT: u32 = 1;
 
+/// Longest a resolve's decision runs once it holds its action's lock, in
+/// ms, on the server's clock: all its rounds, waits and pauses together.
+/// Past it the answer is `NoCapacity` (ROUTE-6). With
+/// [`PROTOCOL_LOCK_WAIT_MS`](super::locks::PROTOCOL_LOCK_WAIT_MS) for the
+/// action's lock it stays inside the data role's default statement
+/// timeout (5,000 ms).
+pub const ROUTE_DECISION_MS_MAX: u32 = 2_000;
+
+const _: () = assert!(ROUTE_LOCK_WAIT_MS <= ROUTE_DECISION_MS_MAX);
+const _: () = assert!(ROUTE_DECISION_MS_MAX < super::locks::PROTOCOL_LOCK_WAIT_MS);
+
 const _: () = assert!(ROUTE_LOCK_ATTEMPTS_MAX >= 1);
 const _: () = assert!(
     ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT * ROUTE_LOCK_ATTEMPTS_MAX * ROUTE_LOCK_ATTEMPTS_MAX

@@ -26,7 +26,7 @@ pub const SCHEMA: &str = "connreg";
 
 /// The schema version this build serves: the number of the last migration,
 /// which records it in `connreg.schema_version`.
-pub const SCHEMA_VERSION: i32 = 12;
+pub const SCHEMA_VERSION: i32 = 13;
 
 /// `statement_timeout` set on the data role (AUTH-8): what a session of
 /// that role gets when it sets none itself. The registry's data pool sets
@@ -414,14 +414,22 @@ pub(crate) async fn verify(pool: &PgPool) -> Result<(), StartError> {
 /// build's: lock classes and the resolve's bounds.
 async fn verify_limits(pool: &PgPool) -> Result<(), StartError> {
     use crate::limits::{
-        ID_BYTES_MAX, INSTANCE_REPLICAS_MAX, LEASE_MAINTENANCE_BATCH_MAX, ROUTE_LOCK_ATTEMPTS_MAX,
+        ID_BYTES_MAX, INSTANCE_REPLICAS_MAX, LEASE_MAINTENANCE_BATCH_MAX,
+        LEASE_MAINTENANCE_RESERVATIONS_MAX, ROUTE_LOCK_ATTEMPTS_MAX,
         TENANT_CAPABILITY_BINDINGS_MAX, TEXT_BYTES_MAX,
     };
-    let row: (i32, i32, i32, i32, i32, i32, i32, i32, i32, i32) =
-        sqlx::query_as("SELECT * FROM connreg.data_protocol_limits()")
-            .fetch_one(pool)
-            .await?;
-    let expected = (
+    let row: Vec<i32> = sqlx::query_scalar(
+        "SELECT ARRAY[action_lock_class, instance_lock_class, route_lock_wait_ms,
+                      route_lock_attempts_max, route_lock_backoff_ms_per_attempt,
+                      tenant_capability_bindings_max, instance_replicas_max,
+                      lease_maintenance_batch_max, id_bytes_max, text_bytes_max,
+                      lease_maintenance_reservations_max, route_decision_ms_max,
+                      protocol_lock_wait_ms]
+           FROM connreg.data_protocol_limits()",
+    )
+    .fetch_one(pool)
+    .await?;
+    let expected = vec![
         super::locks::LOCK_CLASS_ACTION,
         super::locks::LOCK_CLASS_INSTANCE,
         super::routing::ROUTE_LOCK_WAIT_MS as i32,
@@ -432,7 +440,10 @@ async fn verify_limits(pool: &PgPool) -> Result<(), StartError> {
         LEASE_MAINTENANCE_BATCH_MAX as i32,
         ID_BYTES_MAX as i32,
         TEXT_BYTES_MAX as i32,
-    );
+        LEASE_MAINTENANCE_RESERVATIONS_MAX as i32,
+        super::routing::ROUTE_DECISION_MS_MAX as i32,
+        super::locks::PROTOCOL_LOCK_WAIT_MS as i32,
+    ];
     if row != expected {
         return Err(StartError::Setup {
             reason: format!(
