@@ -242,6 +242,41 @@ const DEFECTS: &[Defect] = &[
             }
         },
     ),
+    // A resolve answered `existing` with a reservation that maintenance
+    // released earlier in commit order (LOCK-5): a copy of the call that
+    // created it, asked again and answered after the maintenance.
+    (
+        "existing_after_maintenance_release",
+        "0004_replica_crash_mid_action.toml",
+        |l| {
+            let i = find(l, expiring_maintain);
+            let released = l[i]["resp"]["result"]["Ok"]["releases"][0].clone();
+            let created = find(l, |v| {
+                let a = &v["resp"]["result"]["Ok"]["assignment"];
+                reply_of(v, "resolve")
+                    && a["identity"]["action"] == released["action"]
+                    && a["reservation"]["fence"] == released["fence"]
+            });
+            let asked = l[created]["id"].clone();
+            let rpc = find(l, |v| v["ev"] == "rpc" && v["id"] == asked);
+            let id = l.iter().filter_map(|v| v["id"].as_u64()).max().unwrap() + 1;
+            let t = l[i]["t"].clone();
+            let mut again = l[rpc].clone();
+            again["id"] = json!(id);
+            again["t"] = t.clone();
+            let mut answer = l[created].clone();
+            answer["id"] = json!(id);
+            answer["t"] = t;
+            answer["clock"] = l[i]["clock"].clone();
+            answer["resp"]["result"]["Ok"]["kind"] = json!("existing");
+            l.insert(i + 1, answer);
+            l.insert(i + 1, again);
+            let end = l.len() - 1;
+            let c = l[end]["counters"]["resolve_existing"].as_u64().unwrap();
+            l[end]["counters"]["resolve_existing"] = json!(c + 1);
+            unbound(l, "resolve_existing");
+        },
+    ),
     // An answer claims a registry clock the run's clock never read then.
     ("answer_clock_off", "0001_steady_state.toml", |l| {
         let i = find(l, |v| reply_of(v, "resolve"));

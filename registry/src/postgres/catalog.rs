@@ -116,7 +116,9 @@ fn definition(row: &PgRow) -> Result<CapabilityDefinition> {
 /// queues again, up to [`PUBLICATION_LOCK_ATTEMPTS_MAX`] times. A resolve
 /// therefore waits behind a queued publication at most
 /// `PUBLICATION_LOCK_WAIT_MS`, plus the publication's own run time once it
-/// holds the lock.
+/// holds the lock. Resolves hold the shared lock only for a decision round
+/// that waits for nothing (migration 0013), never while they queue for a
+/// counter, so the publication waits only for the rounds in progress.
 pub(crate) async fn publish(control: &PgPool, publication: Publication) -> Result<Revision> {
     publication.validate_shape()?;
     for attempt in 1..=PUBLICATION_LOCK_ATTEMPTS_MAX {

@@ -85,6 +85,15 @@
 //!   snapshot, its reservation and its scopes, and `connreg.routes` joins
 //!   the two into the columns a route had: a new route writes a narrow
 //!   row, the same answers.
+//! - `0013_bound_waits_and_batches`: progress at fleet scale. The resolve
+//!   decides in rounds (`route_decide_round`) that wait for nothing under
+//!   the catalog lock; a held counter or replica, or a pause between
+//!   attempts, is waited for between rounds holding only the action's
+//!   lock. The action's and instance's locks become rows of
+//!   `connreg.protocol_locks`, which only the protocol owner may lock. An
+//!   `existing` answer is ordered with maintenance by its replica's row.
+//!   Lease maintenance is bounded by reservations too and does one
+//!   set-based pass. Every data-plane function fixes its `lock_timeout`.
 //!
 //! No column holds a credential or secret value, only references and
 //! revisions (REC-7).
@@ -99,31 +108,34 @@
 //! - The data role can run those functions and read the schema version.
 //!   Every lock it can come to hold is taken inside them: the catalog lock
 //!   is a table lock it has no privilege to take, and row locks need table
-//!   privileges it lacks. What it can still take alone are advisory locks
-//!   (`pg_advisory_lock` is PUBLIC in PostgreSQL): a hostile hold of an
-//!   action's or instance's lock delays only that action's or instance's
-//!   calls, each answering `Unavailable` within the data role's
-//!   `lock_timeout`. Role defaults ([`DATA_ROLE_STATEMENT_TIMEOUT_MS`] and
-//!   the others, set by [`create_roles`]) bound a session that sets none
-//!   itself; a client can still change its own session settings, so they
-//!   protect against mistakes (a psql session left open), not against a
-//!   holder of the credentials who means harm.
+//!   privileges it lacks. The action's and instance's locks are rows of
+//!   `connreg.protocol_locks` (migration 0013), so the advisory locks it
+//!   can still take (`pg_advisory_lock` is PUBLIC in PostgreSQL) hold up
+//!   no protocol call. Every data-plane function fixes its own
+//!   `lock_timeout` ([`PROTOCOL_LOCK_WAIT_MS`]) and bounds its own work, so
+//!   a session's settings cannot stretch a call's waits. Role defaults
+//!   ([`DATA_ROLE_STATEMENT_TIMEOUT_MS`] and the others, set by
+//!   [`create_roles`]) remain a backstop; a client can still change its own
+//!   session settings (an idle open transaction, say), so they protect
+//!   against mistakes, not against a holder of the credentials who means
+//!   harm.
 //! - [`PgRegistry::connect`] refuses one role for both pools unless
 //!   [`PgOptions::single_role_development`] says so.
 //!
 //! # Bounds on waiting (LOCK-3, LOCK-4, LOCK-6)
 //!
 //! - A resolve waits for any one row lock at most [`ROUTE_LOCK_WAIT_MS`]
-//!   (past it: `NoCapacity`, contention past the limit), and never holds a
-//!   replica row while it waits for a counter.
+//!   and decides within [`ROUTE_DECISION_MS_MAX`] (past either:
+//!   `NoCapacity`, contention past the limit); it never holds a replica
+//!   row, nor the catalog lock, while it waits for a counter.
 //! - A publication waits in the catalog lock's queue at most
 //!   [`PUBLICATION_LOCK_WAIT_MS`](crate::limits::PUBLICATION_LOCK_WAIT_MS)
 //!   per attempt, then steps out so routing runs, and tries again with a
 //!   growing pause, up to
 //!   [`PUBLICATION_LOCK_ATTEMPTS_MAX`](crate::limits::PUBLICATION_LOCK_ATTEMPTS_MAX)
-//!   times. A resolve holds its shared lock for its whole decision (one
-//!   revision, ROUTE-5), backoff pauses included, so a publication may need
-//!   several attempts while resolves are contended.
+//!   times. A resolve holds its shared lock only for one round of its
+//!   decision (one revision, ROUTE-5), which waits for nothing, so a queued
+//!   publication waits only for the rounds in progress.
 //! - Every contract call has its pool's call deadline
 //!   ([`PoolOptions::call_deadline_ms`]); past it the answer is
 //!   `Unavailable` and the connection is closed (`health`).

@@ -1,12 +1,11 @@
 //! Route resolution, lookup and settlement (ROUTE, PIN, SETTLE).
 //!
-//! A resolve is one call of `connreg.data_route_resolve` (migration 0008,
-//! around the decision of 0007, which replaced the function of
-//! 0004..0006): one round trip and one transaction holding the action's
-//! advisory lock and the catalog's shared lock, the
+//! A resolve is one call of `connreg.data_route_resolve` (migration 0013,
+//! around the decision rounds of `connreg.route_decide_round`): one round
+//! trip and one transaction holding the action's lock, the
 //! existing-route check, the pinned re-reservation, the replica choice with
 //! a bounded retry, the scope and replica reservation, the fence and the
-//! insert. Migrations 0004 and 0007 document the choice in full. This
+//! insert. Migrations 0004, 0007 and 0013 document the choice in full. This
 //! module binds its inputs (the injected clock's time, the lock keys, the
 //! bounds below, which the function fixes and start-up checks) and maps
 //! its outcome; settlement is one call of `connreg.data_route_settle`, its
@@ -16,7 +15,8 @@
 //!
 //! One global order, for every transaction of this backend:
 //!
-//! 1. the action's advisory lock (resolve, settle);
+//! 1. the action's lock, a row of `connreg.protocol_locks` (resolve,
+//!    settle; migration 0013);
 //! 2. the catalog lock, a table lock on `connreg.catalog_lock` (ROW SHARE
 //!    for resolves, EXCLUSIVE for publications);
 //! 3. replica rows;
@@ -24,15 +24,20 @@
 //! 5. assignment rows.
 //!
 //! A transaction waits for a lock only while every row lock it holds comes
-//! earlier in the order, so no two can wait for each other in a cycle. The
-//! resolve takes a chosen binding's counters before its replica row (it
-//! waits for counters holding no row, so a stalled counter holder never
-//! pins replica rows), and takes that replica without waiting (SKIP LOCKED
-//! or NOWAIT), so it never waits against the order; a candidate it
-//! abandons is rolled back whole, counters and replica together. Lease
-//! maintenance takes assignment rows before counters: every other writer of
-//! an assignment row holds that row's replica first, which maintenance
-//! holds. Every lock wait of a resolve is bounded by [`ROUTE_LOCK_WAIT_MS`].
+//! earlier in the order, so no two can wait for each other in a cycle.
+//! The resolve decides in rounds (migration 0013). Under the catalog lock
+//! a round waits for nothing: counters NOWAIT, replicas SKIP LOCKED or
+//! NOWAIT, an `existing` answer's replica KEY SHARE NOWAIT. A round that
+//! meets a held lock, or whose attempt must pause, is rolled back whole
+//! (catalog lock, counters and replica rows: a savepoint's locks end with
+//! it) and the resolve waits for that one lock, or pauses, holding only its
+//! action's lock; the next round may then hold that one lock while it
+//! takes the catalog lock, which a publication holds exclusively without
+//! ever waiting for a row. So a stalled counter holder pins no replica row
+//! (LOCK-3) and no catalog lock (LOCK-4). Lease maintenance takes its
+//! replicas SKIP LOCKED, then counters, then the routes' rows. Every lock
+//! wait of a resolve is bounded by [`ROUTE_LOCK_WAIT_MS`], all its rounds
+//! by [`ROUTE_DECISION_MS_MAX`].
 //!
 //! A route's shared snapshot (`connreg.route_snapshots`, migration 0012)
 //! is never locked: a resolve inserts one only while it holds the replica
@@ -85,7 +90,7 @@ const _: () = assert!(ROUTE_LOCK_ATTEMPTS_MAX <= i32::MAX as u32);
 const _: () = assert!(TENANT_CAPABILITY_BINDINGS_MAX <= i32::MAX as usize);
 
 /// The whole resolve, one call of the data role's function (migration
-/// 0008, around the decision of 0007).
+/// 0013, around the decision rounds).
 const RESOLVE: &str =
     "SELECT * FROM connreg.data_route_resolve($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 

@@ -63,6 +63,12 @@ impl Reservations {
         self.live.contains_key(&fence) || self.ended.contains(&fence)
     }
 
+    /// True when an answer (or the store) has ended this reservation:
+    /// released by a settlement or by maintenance.
+    pub(super) fn has_ended(&self, fence: FenceToken) -> bool {
+        self.ended.contains(&fence)
+    }
+
     /// A `created` or `reserved` answer (or the first answer to carry a
     /// reservation whose creating answer was lost) carried `a`.
     pub(super) fn reserve(&mut self, a: &RouteAssignment) {

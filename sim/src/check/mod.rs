@@ -957,6 +957,20 @@ impl Checker {
         }
         if self.ordered
             && resolved.kind == ResolveKind::Existing
+            && self.reservations.has_ended(fence)
+        {
+            // LOCK-5: an answer after a release in commit order cannot
+            // still carry the released reservation (maintenance included).
+            self.violate(
+                invariant::CAPACITY,
+                format!(
+                    "an existing answer for {action} carries fence {}, which a release earlier in commit order ended",
+                    fence.0
+                ),
+            );
+        }
+        if self.ordered
+            && resolved.kind == ResolveKind::Existing
             && let Some(latest) = self.latest.get(action)
             && latest != a
         {
