@@ -7,6 +7,12 @@
 //! gate and fails until every area has its tests;
 //! `every_registry_rule_is_named_by_a_test` checks the registry's areas
 //! alone, so that work can be checked on its own.
+//!
+//! Every rule entry also ends with one `Code:` line naming, in backticks,
+//! the files that enforce it, relative to the repository root (a Rust file
+//! may carry an `::item` suffix); `every_rule_names_the_files_that_enforce_it`
+//! checks that each entry has exactly one and that every file it names
+//! exists.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -234,4 +240,131 @@ fn spec_markers_parse_lists_and_stop_at_prose() {
     assert!(ids_after(" spec.clone()").is_empty());
     assert!(ids_after(" ROUTE-").is_empty());
     assert!(ids_after(" NOPE-1").is_empty());
+}
+
+/// One rule entry of `docs/RULES.md`: its ID and its lines, from the
+/// `- **ID**` line up to the next list item, heading or blank line.
+fn entries(text: &str) -> Vec<(String, Vec<&str>)> {
+    let mut entries: Vec<(String, Vec<&str>)> = Vec::new();
+    let mut open = false;
+    for line in text.lines() {
+        let id = line
+            .strip_prefix("- **")
+            .and_then(|rest| rest.split_once("**"))
+            .map(|(id, _)| id)
+            .filter(|id| area_of(id).is_some());
+        if let Some(id) = id {
+            entries.push((id.to_string(), vec![line]));
+            open = true;
+        } else if line.trim().is_empty() || line.starts_with('#') || line.starts_with("- ") {
+            open = false;
+        } else if open && let Some((_, lines)) = entries.last_mut() {
+            lines.push(line);
+        }
+    }
+    entries
+}
+
+/// The backticked paths of one `Code:` line, each without its `::item`
+/// suffix; `Err` says what is wrong with the line.
+fn code_paths(line: &str) -> Result<Vec<String>, String> {
+    let Some(rest) = line.trim().strip_prefix("Code:") else {
+        return Err("not a `Code:` line".into());
+    };
+    let Some(list) = rest.trim().strip_suffix('.') else {
+        return Err("a `Code:` line ends with a full stop".into());
+    };
+    let mut paths = Vec::new();
+    for (i, item) in list.split(", ").enumerate() {
+        let Some(inner) = item
+            .strip_prefix('`')
+            .and_then(|i| i.strip_suffix('`'))
+            .filter(|i| !i.is_empty() && !i.contains('`'))
+        else {
+            return Err(format!(
+                "item {} is not one backticked path: {item:?}",
+                i + 1
+            ));
+        };
+        let path = match inner.split_once("::") {
+            Some((file, item)) if file.ends_with(".rs") && !item.is_empty() => file,
+            Some(_) => return Err(format!("`::` follows only a .rs path: {inner:?}")),
+            None => inner,
+        };
+        if path.starts_with('/') || path.split('/').any(|c| c.is_empty() || c == "..") {
+            return Err(format!("not a path relative to the root: {path:?}"));
+        }
+        paths.push(path.to_string());
+    }
+    Ok(paths)
+}
+
+#[test]
+fn every_rule_names_the_files_that_enforce_it() {
+    let root = root();
+    let text = fs::read_to_string(root.join("docs/RULES.md")).expect("docs/RULES.md");
+    let entries = entries(&text);
+    let ids: Vec<&str> = entries.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, documented(), "every rule entry is parsed");
+    let mut problems = Vec::new();
+    for (id, lines) in &entries {
+        let code: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| l.trim_start().starts_with("Code:"))
+            .collect();
+        let [line] = code[..] else {
+            problems.push(format!("{id}: {} `Code:` lines, not one", code.len()));
+            continue;
+        };
+        if lines.last() != Some(&line) {
+            problems.push(format!("{id}: the `Code:` line is not the entry's last"));
+        }
+        match code_paths(line) {
+            Err(e) => problems.push(format!("{id}: {e}")),
+            Ok(paths) => problems.extend(
+                paths
+                    .iter()
+                    .filter(|p| !root.join(p).is_file())
+                    .map(|p| format!("{id}: no file {p}")),
+            ),
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/RULES.md `Code:` lines ({}):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn code_lines_parse_paths_and_items() {
+    assert_eq!(
+        code_paths("  Code: `registry/src/a.rs::f`, `migrations/0001_x.sql`."),
+        Ok(vec![
+            "registry/src/a.rs".to_string(),
+            "migrations/0001_x.sql".to_string()
+        ])
+    );
+    assert!(code_paths("  Code: `a.rs`").is_err(), "no full stop");
+    assert!(code_paths("  Code: a.rs.").is_err(), "no backticks");
+    assert!(code_paths("  Code: .").is_err(), "no path");
+    assert!(
+        code_paths("  Code: `a.sql::f`.").is_err(),
+        "item after a non-Rust path"
+    );
+    assert!(code_paths("  Code: `/etc/passwd`.").is_err(), "absolute");
+    assert!(
+        code_paths("  Code: `../x.rs`.").is_err(),
+        "outside the root"
+    );
+    let text = "## A\n\n- **REC-1** Text\n  more.\n  Code: `x.rs`.\n- **REC-2** T\n  Code: `y.rs`.\n\nprose\n";
+    let parsed = entries(text);
+    assert_eq!(parsed.len(), 2);
+    assert_eq!(
+        parsed[0].1,
+        ["- **REC-1** Text", "  more.", "  Code: `x.rs`."]
+    );
+    assert_eq!(parsed[1].1, ["- **REC-2** T", "  Code: `y.rs`."]);
 }
