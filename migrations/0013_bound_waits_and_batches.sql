@@ -915,9 +915,9 @@ BEGIN
     FOR f IN
         SELECT p.oid::regprocedure FROM pg_proc p
          WHERE p.pronamespace = 'connreg'::regnamespace
-           AND p.proname IN ('route_decide', 'route_decide_round', 'lock_scopes_with_room',
-                             'take_scopes', 'take_scopes_nowait', 'protocol_lock',
-                             'lock_key', 'check_text', 'assignment_json', 'replica_json')
+           AND p.proname IN ('route_decide_round', 'lock_scopes_with_room', 'take_scopes',
+                             'take_scopes_nowait', 'protocol_lock', 'assignment_json',
+                             'replica_json')
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', f, owner);
     END LOOP;
@@ -931,5 +931,16 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION connreg.install_protocol_owner(text) FROM PUBLIC;
+
+-- Functions nothing calls any more: the decision and resolve of 0007..0012
+-- (replaced by `route_decide_round` and `data_route_resolve` above), the
+-- advisory publication lock of 0007 (a table lock since 0008), and the
+-- advisory lock key (the protocol's locks are rows now).
+DROP FUNCTION connreg.route_resolve(text, text, text, bigint, text, boolean, text, text,
+    integer, integer, integer, integer, integer, integer, integer, integer, boolean);
+DROP FUNCTION connreg.route_decide(text, text, text, bigint, text, boolean, text, text,
+    integer, integer, integer, boolean);
+DROP FUNCTION connreg.catalog_lock_exclusive_within(integer, integer, integer);
+DROP FUNCTION connreg.lock_key(text);
 
 UPDATE connreg.schema_version SET version = 13;

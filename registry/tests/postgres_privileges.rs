@@ -98,6 +98,12 @@ const FORBIDDEN: &[&str] = &[
     // no longer exist after a migration: any refusal counts)
     "SELECT connreg.reserve_scopes(ARRAY['t1-s'])",
     "SELECT connreg.lock_scopes_with_room(ARRAY['t1-s'])",
+    "SELECT connreg.take_scopes_nowait(ARRAY['t1-s'])",
+    // the protocol's lock rows (AUTH-6: an action's or instance's lock is
+    // the protocol owner's alone), locked directly or through the helper
+    "SELECT 1 FROM connreg.protocol_locks FOR UPDATE",
+    "SELECT 1 FROM connreg.protocol_locks FOR KEY SHARE",
+    "SELECT connreg.protocol_lock(1668182530, 'victim')",
 ];
 
 /// Every breach of least privilege the data role of `fx` has, as one line
@@ -118,9 +124,7 @@ async fn attack(fx: &PgFixture, registry: &PgRegistry) -> Vec<String> {
     // as the data role, each on its own; then stored state unchanged.
     let before = state_snapshot(&mut admin).await;
     let mut data = fx.data_conn().await;
-    let exclusive_catalog_lock = format!(
-        "SELECT connreg.catalog_lock_exclusive_within({LOCK_CLASS_CATALOG}, {CATALOG_KEY}, 1)"
-    );
+    let exclusive_catalog_lock = "SELECT connreg.catalog_lock_exclusive(1)".to_string();
     let statements = AUTH2_FORBIDDEN
         .iter()
         .chain(FORBIDDEN)

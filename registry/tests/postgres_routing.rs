@@ -243,8 +243,13 @@ async fn resolve_waiting_for_a_stalled_counter_holds_no_replica_row() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn last_attempts_wait_leaves_the_callers_lock_timeout_as_it_was() {
-    // spec: ROUTE-6
+async fn a_held_replica_is_waited_for_within_the_bound_and_the_callers_lock_timeout_stays() {
+    // spec: ROUTE-6, LOCK-6
+    // The only replica is held: the decision waits for it between rounds,
+    // at most ROUTE_LOCK_WAIT_MS a wait and ROUTE_DECISION_MS_MAX in all,
+    // and answers no_capacity past that, or created once it is free. The
+    // function fixes its own lock_timeout (SET clause), so the caller's
+    // setting is neither used nor changed.
     let fx = PgFixture::new().await;
     let (registry, _clock) = fx.registry_at_zero().await;
     publish_fleet(&registry, &FleetOptions::default()).await;
@@ -259,9 +264,9 @@ async fn last_attempts_wait_leaves_the_callers_lock_timeout_as_it_was() {
         .unwrap();
 
     // Both exits of the bounded wait: it runs out, and it gets the row.
-    for (action, wait_ms, release_after_ms, outcome) in [
-        ("timed-out", 100, None, "no_capacity"),
-        ("waited", 5_000, Some(200), "created"),
+    for (action, release_after_ms, outcome) in [
+        ("timed-out", None, "no_capacity"),
+        ("waited", Some(200), "created"),
     ] {
         let mut caller = PgConnection::connect_with(&fx.admin).await.unwrap();
         sqlx::query("BEGIN").execute(&mut caller).await.unwrap();
@@ -271,13 +276,12 @@ async fn last_attempts_wait_leaves_the_callers_lock_timeout_as_it_was() {
             .unwrap();
         let resolving = tokio::spawn(async move {
             let got: (String,) = sqlx::query_as(
-                "SELECT outcome FROM connreg.route_resolve($1, 't0', $2, 0, $3, true, 'eu',
-                     'eu-1', 1, 1, 2, 2, 1, 1, $4, 16, false)",
+                "SELECT outcome FROM connreg.data_route_resolve($1, 't0', $2, 0, $3, true,
+                     'eu', 'eu-1', false)",
             )
             .bind(action)
             .bind(postgres_common::CAPABILITY)
             .bind(postgres_common::CLASS)
-            .bind(wait_ms)
             .fetch_one(&mut caller)
             .await
             .unwrap();

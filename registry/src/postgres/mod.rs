@@ -146,7 +146,7 @@
 //! - `setup`: [`create_roles`], migrations, [`SCHEMA_VERSION`] check.
 //! - `registry`: [`PgRegistry`], [`PgDataPlane`] and the contracts.
 //! - `catalog`: publication and catalog pages.
-//! - `routing`: resolve (one call of `connreg.route_resolve`), lookup,
+//! - `routing`: resolve (one call of `connreg.data_route_resolve`), lookup,
 //!   settlement; the lock order.
 //! - `tx`: transactions that commit, or roll back and wait for it, on
 //!   every path; connections of abandoned calls closed.
