@@ -1,0 +1,214 @@
+//! The replica lifecycle over the live state: registering or coming back,
+//! heartbeats, draining, reading a replica, and lease maintenance that
+//! takes expired replicas offline and releases their reservations.
+
+use std::collections::BTreeSet;
+
+use crate::clock::Timestamp;
+use crate::error::{Error, Result};
+use crate::id::{ActionId, ReplicaId};
+use crate::limits::{INSTANCE_REPLICAS_MAX, LEASE_MAINTENANCE_RESERVATIONS_MAX};
+use crate::records::{Circuit, Outcome, Replica, ReplicaState};
+use crate::request::{
+    CircuitPolicy, HeartbeatOutcome, HeartbeatParams, Maintained, RegisterParams,
+    ReleasedReservation,
+};
+
+use super::{LiveState, Slot, SlotRef};
+use crate::memory::catalog::CatalogState;
+
+impl LiveState {
+    /// The replica registered as `id`.
+    pub(crate) fn replica(&self, id: &ReplicaId) -> Option<&Replica> {
+        let at = *self.slot_of.get(id)?;
+        Some(&self.slot(at).replica)
+    }
+
+    /// LEASE-1: register or come back.
+    pub(crate) fn register(
+        &mut self,
+        catalog: &CatalogState,
+        params: &RegisterParams,
+        now: Timestamp,
+    ) -> Result<Replica> {
+        params.validate()?;
+        let spec = &params.spec;
+        if !catalog.instances.contains_key(&spec.instance) {
+            return Err(Error::NotFound {
+                what: "instance",
+                id: spec.instance.to_string(),
+            });
+        }
+        if !catalog.versions.contains_key(&spec.version) {
+            return Err(Error::NotFound {
+                what: "version",
+                id: spec.version.to_string(),
+            });
+        }
+        let lease = now.plus_ms(params.lease_ttl_ms);
+        if let Some(&at) = self.slot_of.get(&spec.id) {
+            let r = &mut self.groups[at.group as usize][at.index as usize].replica;
+            if r.spec != *spec {
+                return Err(Error::Conflict {
+                    reason: "a registered replica must present the same identity",
+                });
+            }
+            if params.health_seq <= r.health_seq {
+                return Ok(r.clone());
+            }
+            if r.state != ReplicaState::Offline {
+                self.leases.remove(&(r.lease_expires_at, spec.id.clone()));
+            }
+            r.health_seq = params.health_seq;
+            r.lease_expires_at = lease;
+            r.state = ReplicaState::Ready;
+            self.leases.insert((lease, spec.id.clone()));
+            return Ok(r.clone());
+        }
+        let siblings = self
+            .replicas_per_instance
+            .entry(spec.instance.clone())
+            .or_default();
+        if *siblings >= INSTANCE_REPLICAS_MAX {
+            return Err(Error::limit("replicas per instance", INSTANCE_REPLICAS_MAX));
+        }
+        *siblings += 1;
+        let groups = &mut self.groups;
+        let group = *self
+            .replicas_by_instance_version
+            .entry((spec.instance.clone(), spec.version.clone()))
+            .or_insert_with(|| {
+                groups.push(Vec::new());
+                (groups.len() - 1) as u32
+            });
+        let at = SlotRef {
+            group,
+            index: self.groups[group as usize].len() as u32,
+        };
+        let replica = Replica {
+            spec: spec.clone(),
+            health_seq: params.health_seq,
+            lease_expires_at: lease,
+            active: 0,
+            state: ReplicaState::Ready,
+            circuit: Circuit::default(),
+        };
+        self.leases.insert((lease, spec.id.clone()));
+        self.slot_of.insert(spec.id.clone(), at);
+        let codes = self
+            .topology
+            .register(&spec.region, &spec.zone, &spec.capacity_class);
+        self.groups[group as usize].push(Slot {
+            replica: replica.clone(),
+            codes,
+            reserved: BTreeSet::new(),
+            template: None,
+        });
+        Ok(replica)
+    }
+
+    pub(super) fn replica_mut(&mut self, id: &ReplicaId) -> Result<&mut Replica> {
+        match self.slot_of.get(id) {
+            Some(&at) => Ok(&mut self.slot_mut(at).replica),
+            None => Err(Error::NotFound {
+                what: "replica",
+                id: id.to_string(),
+            }),
+        }
+    }
+
+    /// LEASE-1: newer sequences advance; older ones are ignored.
+    pub(crate) fn heartbeat(
+        &mut self,
+        params: &HeartbeatParams,
+        now: Timestamp,
+    ) -> Result<HeartbeatOutcome> {
+        let r = self.replica_mut(&params.replica)?;
+        if r.state == ReplicaState::Offline {
+            return Err(Error::ReplicaUnavailable);
+        }
+        if params.health_seq <= r.health_seq {
+            return Ok(HeartbeatOutcome::Ignored);
+        }
+        let old = r.lease_expires_at;
+        r.health_seq = params.health_seq;
+        r.lease_expires_at = now.plus_ms(params.lease_ttl_ms);
+        let new = r.lease_expires_at;
+        self.leases.remove(&(old, params.replica.clone()));
+        self.leases.insert((new, params.replica.clone()));
+        Ok(HeartbeatOutcome::Applied)
+    }
+
+    pub(crate) fn drain(&mut self, id: &ReplicaId) -> Result<Replica> {
+        let r = self.replica_mut(id)?;
+        if r.state == ReplicaState::Ready {
+            r.state = ReplicaState::Draining;
+        }
+        Ok(r.clone())
+    }
+
+    /// LEASE-2, LEASE-3: bounded by replicas and by reservations, contacts
+    /// nothing, rewrites no destination. The batch stops before the
+    /// expired replica whose reservations would take it past
+    /// [`LEASE_MAINTENANCE_RESERVATIONS_MAX`] (the first always fits).
+    pub(crate) fn maintain(&mut self, max: u32, now: Timestamp) -> Result<Maintained> {
+        let mut report = Maintained::default();
+        let due: Vec<(Timestamp, ReplicaId)> = self
+            .leases
+            .iter()
+            .take_while(|(at, _)| *at <= now)
+            .take(max as usize + 1)
+            .cloned()
+            .collect();
+        let mut batch = 0;
+        let mut held = 0usize;
+        for (_, id) in due.iter().take(max as usize) {
+            let n = self
+                .slot_of
+                .get(id)
+                .map_or(0, |&at| self.slot(at).reserved.len());
+            if batch > 0 && held + n > LEASE_MAINTENANCE_RESERVATIONS_MAX as usize {
+                break;
+            }
+            held += n;
+            batch += 1;
+        }
+        report.more = due.len() > batch;
+        for (at, id) in due.into_iter().take(batch) {
+            self.leases.remove(&(at, id.clone()));
+            let actions: Vec<ActionId> = match self.slot_of.get(&id) {
+                Some(&at) => {
+                    let slot = self.slot_mut(at);
+                    slot.replica.state = ReplicaState::Offline;
+                    slot.reserved.iter().cloned().collect()
+                }
+                None => Vec::new(),
+            };
+            for action in actions {
+                let stored = self
+                    .routes
+                    .get_mut(&action)
+                    .unwrap_or_else(|| unreachable!("a reservation belongs to a stored route"));
+                report.releases.push(ReleasedReservation {
+                    action: action.clone(),
+                    fence: stored.fence,
+                    replica: stored.fixed.destination.replica.clone(),
+                    scopes: stored.fixed.scopes.clone(),
+                });
+                // lease_expired never touches the circuit.
+                Self::release_stored(
+                    stored,
+                    &action,
+                    &mut self.groups,
+                    &mut self.scope_in_use,
+                    Outcome::LeaseExpired,
+                    CircuitPolicy::default(),
+                );
+                report.released += 1;
+            }
+            report.expired.push(id);
+        }
+        report.releases.sort();
+        Ok(report)
+    }
+}

@@ -1,0 +1,246 @@
+//! The live state of the in-memory backend: the store of registered
+//! replicas, their routes and admission counters, and the indexes kept
+//! beside them (replica groups by instance and version, topology codes,
+//! lease ends). The operations on it live in the child modules:
+//!
+//! - `resolve`: routing: resolve plans, picking a target, pinned
+//!   reservations, reading a route.
+//! - `settle`: settlement, the release of a reservation, and closing a
+//!   circuit.
+//! - `lifecycle`: replica registration, heartbeats, draining and lease
+//!   maintenance.
+//! - `audit`: the operator audit trail, status counts and inspection.
+
+mod audit;
+mod lifecycle;
+mod resolve;
+mod settle;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use crate::clock::Timestamp;
+use crate::id::{
+    ActionId, CapabilityId, CapacityClass, InstanceId, Region, ReplicaId, ScopeId, TenantId,
+    VersionId, Zone,
+};
+use crate::records::{
+    FenceToken, Outcome, PolicySnapshot, Replica, Reservation, RouteAssignment, RouteDestination,
+    RouteIdentity, RouteRecord,
+};
+use crate::request::AuditEntry;
+
+use super::catalog::CatalogState;
+use super::lookup::LookupMap;
+
+use resolve::PlanCache;
+
+/// One registered replica and what routing keeps beside it. Replicas are
+/// never removed, so a [`SlotRef`] names its replica for good.
+#[derive(Debug, Clone)]
+struct Slot {
+    replica: Replica,
+    /// The replica's region, zone and capacity class as codes, so a
+    /// resolve compares numbers instead of texts.
+    codes: TopologyCodes,
+    /// Actions holding a reservation on this replica, in order.
+    reserved: BTreeSet<ActionId>,
+    /// The fixed part of the last route decided to this replica, shared
+    /// by the next ones while nothing it was built from has changed.
+    template: Option<Arc<RouteFixed>>,
+}
+
+/// What every route decided through one (catalog revision, binding,
+/// replica) holds alike: all of its assignment but the action and the
+/// reservation's fence and attempt. Routes share it instead of copying it.
+#[derive(Debug, PartialEq, Eq)]
+struct RouteFixed {
+    tenant: TenantId,
+    capability: CapabilityId,
+    destination: RouteDestination,
+    policy: PolicySnapshot,
+    /// The admission scopes every reservation of the route takes.
+    scopes: BTreeSet<ScopeId>,
+    /// The counters of `scopes`, in the same order.
+    counters: Vec<u32>,
+}
+
+/// A region, zone and capacity class, each as its code in
+/// [`TopologyIndex`].
+#[derive(Debug, Clone, Copy)]
+struct TopologyCodes {
+    region: u32,
+    zone: u32,
+    class: u32,
+}
+
+/// The codes of every region, zone and capacity class a registered
+/// replica names. Codes are handed out in registration order and never
+/// reused; a text no replica names has no code.
+#[derive(Debug, Default, Clone)]
+struct TopologyIndex {
+    regions: BTreeMap<Region, u32>,
+    zones: BTreeMap<Zone, u32>,
+    classes: BTreeMap<CapacityClass, u32>,
+}
+
+impl TopologyIndex {
+    fn code<K: Ord + Clone>(codes: &mut BTreeMap<K, u32>, key: &K) -> u32 {
+        if let Some(&code) = codes.get(key) {
+            return code;
+        }
+        let code = codes.len() as u32;
+        codes.insert(key.clone(), code);
+        code
+    }
+
+    fn register(&mut self, region: &Region, zone: &Zone, class: &CapacityClass) -> TopologyCodes {
+        TopologyCodes {
+            region: Self::code(&mut self.regions, region),
+            zone: Self::code(&mut self.zones, zone),
+            class: Self::code(&mut self.classes, class),
+        }
+    }
+}
+
+/// Where a replica's slot is: the group of the replicas serving its
+/// (instance, version), and its place in that group. A resolve reads one
+/// group, whose replicas lie side by side in memory however the fleet
+/// registered.
+#[derive(Debug, Clone, Copy)]
+struct SlotRef {
+    group: u32,
+    index: u32,
+}
+
+/// A route as stored: the shared fixed part, the replica's slot and what
+/// changes per reservation. [`StoredRoute::assignment`] gives the
+/// assignment it stands for.
+#[derive(Debug, Clone)]
+struct StoredRoute {
+    fixed: Arc<RouteFixed>,
+    /// The destination replica's slot.
+    slot: SlotRef,
+    fence: FenceToken,
+    attempt: u32,
+    reserved: bool,
+    last_settlement: Option<Outcome>,
+}
+
+impl StoredRoute {
+    fn assignment(&self, action: &ActionId) -> RouteAssignment {
+        let f = &*self.fixed;
+        RouteAssignment {
+            identity: RouteIdentity {
+                action: action.clone(),
+                tenant: f.tenant.clone(),
+                capability: f.capability.clone(),
+            },
+            destination: f.destination.clone(),
+            policy: f.policy.clone(),
+            reservation: Reservation {
+                fence: self.fence,
+                attempt: self.attempt,
+                scopes: f.scopes.clone(),
+            },
+        }
+    }
+
+    fn record(&self, action: &ActionId) -> RouteRecord {
+        RouteRecord {
+            assignment: self.assignment(action),
+            reserved: self.reserved,
+            last_settlement: self.last_settlement,
+        }
+    }
+
+    /// Whether `given` is this route's assignment (its action being the
+    /// key it was found under); with `ignore_reservation`, whatever its
+    /// reservation says (the `ignore-fence` plant).
+    fn is(&self, given: &RouteAssignment, ignore_reservation: bool) -> bool {
+        let f = &*self.fixed;
+        given.identity.tenant == f.tenant
+            && given.identity.capability == f.capability
+            && given.destination == f.destination
+            && given.policy == f.policy
+            && (ignore_reservation
+                || (given.reservation.fence == self.fence
+                    && given.reservation.attempt == self.attempt
+                    && given.reservation.scopes == f.scopes))
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LiveState {
+    /// Every registered replica, in groups by (instance, version).
+    groups: Vec<Vec<Slot>>,
+    /// replica → its slot.
+    slot_of: BTreeMap<ReplicaId, SlotRef>,
+    /// action → its route. Listed only sorted ([`LiveState::snapshot`]).
+    routes: LookupMap<ActionId, StoredRoute>,
+    /// scope → its counter in `scope_in_use`. Counters are handed out on
+    /// first use and never reused.
+    scope_counter: BTreeMap<ScopeId, u32>,
+    /// Reservations held in each scope, by counter.
+    scope_in_use: Vec<u32>,
+    topology: TopologyIndex,
+    plans: PlanCache,
+    /// (instance, version) → the group of the replicas serving it: the
+    /// routing index.
+    replicas_by_instance_version: BTreeMap<(InstanceId, VersionId), u32>,
+    /// instance → how many replicas serve it, for `INSTANCE_REPLICAS_MAX`.
+    replicas_per_instance: BTreeMap<InstanceId, usize>,
+    /// (lease end, replica) of every replica not offline: maintenance index.
+    leases: BTreeSet<(Timestamp, ReplicaId)>,
+    last_fence: u64,
+    audit: VecDeque<AuditEntry>,
+    /// The `seq` of the last audit entry written (0: none yet).
+    audit_seq: u64,
+    /// Bindings and replicas the last resolve looked at (AUTH-4 evidence
+    /// for tests; deterministic, never used for decisions).
+    pub(crate) last_resolve_rows_examined: u64,
+}
+
+impl LiveState {
+    fn next_fence(&mut self) -> FenceToken {
+        self.last_fence += 1;
+        FenceToken(self.last_fence)
+    }
+
+    fn slot(&self, at: SlotRef) -> &Slot {
+        &self.groups[at.group as usize][at.index as usize]
+    }
+
+    fn slot_mut(&mut self, at: SlotRef) -> &mut Slot {
+        &mut self.groups[at.group as usize][at.index as usize]
+    }
+
+    /// The counter of `scope`, handed out on its first use.
+    fn counter_of(&mut self, scope: &ScopeId) -> u32 {
+        if let Some(&counter) = self.scope_counter.get(scope) {
+            return counter;
+        }
+        let counter = self.scope_in_use.len() as u32;
+        self.scope_in_use.push(0);
+        self.scope_counter.insert(scope.clone(), counter);
+        counter
+    }
+
+    fn counters_of(&mut self, scopes: &BTreeSet<ScopeId>) -> Vec<u32> {
+        scopes.iter().map(|s| self.counter_of(s)).collect()
+    }
+
+    /// Reservations held in `scope`.
+    fn in_use(&self, scope: &ScopeId) -> u32 {
+        self.scope_counter
+            .get(scope)
+            .map_or(0, |&counter| self.scope_in_use[counter as usize])
+    }
+
+    fn scope_has_room(&self, catalog: &CatalogState, scope: &ScopeId) -> bool {
+        catalog
+            .scopes
+            .get(scope)
+            .is_some_and(|s| self.in_use(scope) < s.limit)
+    }
+}

@@ -1,0 +1,96 @@
+//! Settlement over the live state: settling a route's reservation, giving
+//! back what a reservation took (also used when a lease expires), and the
+//! operator's closing of a replica's circuit.
+
+use crate::clock::Timestamp;
+use crate::error::{Error, Result};
+use crate::id::ActionId;
+use crate::limits::AUDIT_ENTRIES_MAX;
+use crate::records::{Circuit, Outcome};
+use crate::request::{AuditEntry, CircuitCloseParams, CircuitPolicy, SettleParams, Settled};
+
+use super::{LiveState, Slot, StoredRoute};
+use crate::memory::Behaviour;
+
+impl LiveState {
+    /// SETTLE-1..SETTLE-5.
+    pub(crate) fn settle(
+        &mut self,
+        params: &SettleParams,
+        policy: CircuitPolicy,
+        behaviour: &Behaviour,
+    ) -> Result<Settled> {
+        let given = &params.assignment;
+        let action = &given.identity.action;
+        let Some(stored) = self.routes.get_mut(action) else {
+            return Err(Error::FenceLost);
+        };
+        if !stored.is(given, behaviour.ignore_fence) {
+            return Err(Error::FenceLost);
+        }
+        if !stored.reserved && !behaviour.double_release {
+            return Ok(Settled { released: false });
+        }
+        Self::release_stored(
+            stored,
+            action,
+            &mut self.groups,
+            &mut self.scope_in_use,
+            params.outcome,
+            policy,
+        );
+        Ok(Settled { released: true })
+    }
+
+    /// Gives back what `stored`'s reservation took and records the
+    /// settlement.
+    pub(super) fn release_stored(
+        stored: &mut StoredRoute,
+        action: &ActionId,
+        groups: &mut [Vec<Slot>],
+        scope_in_use: &mut [u32],
+        outcome: Outcome,
+        policy: CircuitPolicy,
+    ) {
+        for &counter in &stored.fixed.counters {
+            let n = &mut scope_in_use[counter as usize];
+            *n = n.saturating_sub(1);
+        }
+        let slot = &mut groups[stored.slot.group as usize][stored.slot.index as usize];
+        slot.replica.active = slot.replica.active.saturating_sub(1);
+        slot.reserved.remove(action);
+        slot.replica.circuit = slot.replica.circuit.after_settlement(outcome, policy);
+        stored.reserved = false;
+        stored.last_settlement = Some(outcome);
+    }
+
+    /// SETTLE-6: only an operator closes a circuit, and it is audited.
+    pub(crate) fn circuit_close(
+        &mut self,
+        params: &CircuitCloseParams,
+        operator: &str,
+        now: Timestamp,
+    ) -> Result<AuditEntry> {
+        let r = self.replica_mut(&params.replica)?;
+        if !r.circuit.open {
+            return Err(Error::Conflict {
+                reason: "the circuit is not open",
+            });
+        }
+        r.circuit = Circuit::default();
+        self.audit_seq += 1;
+        let entry = AuditEntry {
+            seq: self.audit_seq,
+            at: now,
+            operator: operator.to_owned(),
+            action: "circuit_close".into(),
+            replica: params.replica.clone(),
+            reason: params.reason.clone(),
+        };
+        if self.audit.len() >= AUDIT_ENTRIES_MAX {
+            self.audit.pop_front();
+        }
+        self.audit.push_back(entry.clone());
+        Ok(entry)
+    }
+}
