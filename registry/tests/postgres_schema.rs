@@ -60,6 +60,10 @@ where
     query.fetch_all(conn).await.expect("the catalog query runs")
 }
 
+/// One column: name, type, NOT NULL, collation other than its type's,
+/// default, identity kind.
+type Column = (String, String, bool, Option<String>, Option<String>, String);
+
 /// The `connreg` schema of the database `conn` is on, as text.
 async fn render(conn: &mut PgConnection) -> String {
     let major: i32 =
@@ -86,7 +90,7 @@ async fn render(conn: &mut PgConnection) -> String {
     .await;
     for (oid, name, options) in tables {
         writeln!(out, "\nCREATE TABLE connreg.{name} (").unwrap();
-        let columns: Vec<(String, String, bool, Option<String>, Option<String>, String)> = rows(
+        let columns: Vec<Column> = rows(
             conn,
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull,
                     CASE WHEN a.attcollation <> t.typcollation THEN co.collname::text END,
