@@ -1,0 +1,133 @@
+//! The store's snapshot against what the answers said: its catalog
+//! revision (`revision_by_publication`), circuits that closed without an
+//! operator (`circuit_closed_by_operator`), and each stored route's
+//! destination, fence and reservation (`one_route_per_action`,
+//! `fence_unique`, `capacity_accounting`).
+
+use connreg::ReplicaState;
+
+use super::{Checker, Truth, invariant};
+use crate::trace::Snapshot;
+
+impl Checker {
+    pub(super) fn on_snapshot(&mut self, s: &Snapshot) {
+        self.counters.snapshots += 1;
+        self.run_deferred(true);
+        if s.revision != self.max_published {
+            self.violate(
+                invariant::REVISION,
+                format!(
+                    "the store is at revision {}, but publications made {}",
+                    s.revision.0, self.max_published.0
+                ),
+            );
+            // Report a drift once, not after every step, and check what
+            // follows against the last published catalog.
+            let last = self
+                .catalogs
+                .range(..=s.revision)
+                .next_back()
+                .map(|(_, m)| m.clone())
+                .unwrap_or_default();
+            self.max_published = s.revision;
+            self.catalogs.entry(s.revision).or_insert(last);
+        }
+        for row in &s.replicas {
+            let was_open = self
+                .store_replicas
+                .get(&row.id)
+                .map(|r| r.circuit_open)
+                .unwrap_or(false);
+            if was_open && !row.circuit_open && !self.operator_closed.contains(&row.id) {
+                self.violate(
+                    invariant::CIRCUIT,
+                    format!(
+                        "replica {}'s circuit closed without an operator action",
+                        row.id
+                    ),
+                );
+            }
+            if !was_open && row.circuit_open {
+                self.counters.circuits_opened += 1;
+            }
+            self.replica_model
+                .insert(row.id.clone(), (row.state, row.circuit_open));
+            self.store_replicas.insert(row.id.clone(), row.clone());
+        }
+        self.operator_closed.clear();
+        for row in &s.scopes {
+            self.store_scopes.insert(row.id.clone(), row.clone());
+        }
+        for r in &s.routes {
+            let a = &r.assignment;
+            let action = &a.identity.action;
+            let fence = a.reservation.fence;
+            match self.truth.get(action) {
+                Some(truth) if !truth.same(a) => {
+                    let detail = format!(
+                        "the stored route of {action} is instance {}, replica {}; it was instance {}, replica {}",
+                        a.destination.instance,
+                        a.destination.replica,
+                        truth.destination.instance,
+                        truth.destination.replica
+                    );
+                    self.violate(invariant::ONE_ROUTE, detail);
+                }
+                Some(_) => {}
+                None => {
+                    self.truth.insert(action.clone(), Truth::of(a, false));
+                }
+            }
+            match self.issued.get(&fence) {
+                Some(other) if other != action => {
+                    let detail = format!(
+                        "the stored route of {action} holds fence {}, issued to {other}",
+                        fence.0
+                    );
+                    self.violate(invariant::FENCE, detail);
+                }
+                Some(_) => {}
+                None if self.ordered && !self.commit_unknown.contains(action) => self.violate(
+                    invariant::ONE_ROUTE,
+                    format!(
+                        "the stored route of {action} holds fence {}, which no answer carried",
+                        fence.0
+                    ),
+                ),
+                None => {
+                    // Not ordered, or a resolve whose COMMIT reply was
+                    // lost: the store is the first to show this fence.
+                    self.issued.insert(fence, action.clone());
+                    if self
+                        .latest
+                        .get(action)
+                        .is_none_or(|l| l.reservation.fence < fence)
+                    {
+                        self.latest.insert(action.clone(), a.clone());
+                    }
+                }
+            }
+            if !r.reserved {
+                self.released.insert(fence);
+                let was_reserved = self
+                    .store_routes
+                    .get(action)
+                    .is_none_or(|old| old.reserved || old.assignment.reservation.fence != fence);
+                if was_reserved {
+                    self.fates.released(action, self.last_call);
+                }
+            }
+            let offline = self
+                .store_replicas
+                .get(&a.destination.replica)
+                .is_some_and(|row| row.state == ReplicaState::Offline);
+            if let Some(detail) = self.reservations.stored(r, offline)
+                && self.ordered
+            {
+                self.violate(invariant::CAPACITY, detail);
+            }
+            self.store_routes.insert(action.clone(), r.clone());
+        }
+        self.check_capacity();
+    }
+}

@@ -1,0 +1,539 @@
+//! The scenario schema: one type per table of a scenario file (the run's
+//! name and timing, the registry, leases, the fleet, the workload and the
+//! expected counts). The fault tables are in `faults`.
+
+use std::path::Path;
+
+use connreg::{CrossRegion, ScopeKind};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::{Chaos, FaultSpec};
+use crate::counters::CounterBounds;
+
+/// One scenario: fleet, workload, faults, run length and expectations.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name, summary and timing.
+    pub scenario: Meta,
+    /// Registry hosts and routing policy.
+    #[serde(default)]
+    pub registry: RegistrySettings,
+    /// Heartbeats, leases and lease maintenance.
+    #[serde(default)]
+    pub lifecycle: Lifecycle,
+    /// The records published at the start, and the replicas.
+    pub fleet: Fleet,
+    /// Dispatchers, readers and operators.
+    pub workload: Workload,
+    /// Faults scheduled at fixed times.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Spanned<FaultSpec>>,
+    /// Faults drawn from the seed.
+    #[serde(default, skip_serializing_if = "Chaos::is_empty")]
+    pub chaos: Chaos,
+    /// Outcome counts the run must see.
+    #[serde(default, skip_serializing_if = "Expect::is_empty")]
+    pub expect: Expect,
+    /// The file it was read from: its name and the SHA-256 of its bytes,
+    /// recorded in the trace so a replay can tell an edited file.
+    #[serde(skip)]
+    pub source: Option<ScenarioSource>,
+}
+
+/// Where a scenario came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioSource {
+    /// The file's name, without its directory (the trace stays the same
+    /// wherever the checkout is).
+    pub file: String,
+    /// SHA-256 of the file's bytes, lower-case hex.
+    pub sha256: String,
+}
+
+impl ScenarioSource {
+    /// The source of `text`, read from `path`.
+    pub fn of(path: &str, text: &str) -> ScenarioSource {
+        use sha2::{Digest, Sha256};
+        let file = Path::new(path)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.to_string());
+        let sha256 = Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        ScenarioSource { file, sha256 }
+    }
+}
+
+/// `[scenario]`: name, summary and timing.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    /// A short name, conventionally the file's slug.
+    pub name: String,
+    /// The one behaviour this scenario proves, in a sentence.
+    pub summary: String,
+    /// Length of the workload phase, in simulated milliseconds. Every
+    /// scheduled fault ends by then; the faults heal at this time.
+    pub duration_ms: u64,
+    /// After the heal, every surviving dispatcher's actions must end within
+    /// this many simulated milliseconds.
+    pub liveness_ms: u64,
+    /// Simulated time per step.
+    #[serde(default = "default_tick_ms")]
+    pub tick_ms: u64,
+    /// One-way link latency range `[min, max]`, in milliseconds.
+    #[serde(default = "default_latency_ms")]
+    pub latency_ms: [u64; 2],
+}
+
+fn default_tick_ms() -> u64 {
+    2
+}
+fn default_latency_ms() -> [u64; 2] {
+    [1, 4]
+}
+
+/// `[registry]`: registry hosts and routing policy.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistrySettings {
+    /// Registry hosts, all in front of one shared store.
+    #[serde(default = "default_registry_hosts")]
+    pub hosts: u32,
+    /// Whether unknown outcomes count towards opening a circuit.
+    #[serde(default = "yes")]
+    pub circuit_enabled: bool,
+    /// Consecutive unknown outcomes that open a replica's circuit.
+    #[serde(default = "default_circuit_threshold")]
+    pub circuit_threshold: u32,
+}
+
+impl Default for RegistrySettings {
+    fn default() -> Self {
+        RegistrySettings {
+            hosts: default_registry_hosts(),
+            circuit_enabled: true,
+            circuit_threshold: default_circuit_threshold(),
+        }
+    }
+}
+
+fn default_registry_hosts() -> u32 {
+    2
+}
+fn default_circuit_threshold() -> u32 {
+    3
+}
+fn yes() -> bool {
+    true
+}
+
+/// `[lifecycle]`: heartbeats, leases and lease maintenance.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    /// Interval between a replica's heartbeats.
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    /// Lease each registration and heartbeat grants.
+    #[serde(default = "default_lease_ttl_ms")]
+    pub lease_ttl_ms: u64,
+    /// Interval between lease maintenance rounds.
+    #[serde(default = "default_maintenance_ms")]
+    pub maintenance_ms: u64,
+    /// Most replicas one maintenance call marks offline.
+    #[serde(default = "default_maintenance_batch")]
+    pub maintenance_batch: u32,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle {
+            heartbeat_ms: default_heartbeat_ms(),
+            lease_ttl_ms: default_lease_ttl_ms(),
+            maintenance_ms: default_maintenance_ms(),
+            maintenance_batch: default_maintenance_batch(),
+        }
+    }
+}
+
+fn default_heartbeat_ms() -> u64 {
+    100
+}
+fn default_lease_ttl_ms() -> u64 {
+    400
+}
+fn default_maintenance_ms() -> u64 {
+    100
+}
+fn default_maintenance_batch() -> u32 {
+    8
+}
+
+/// `[fleet]`: the records published at the start, and the replicas.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fleet {
+    /// `[[fleet.types]]`.
+    pub types: Vec<Spanned<TypeSpec>>,
+    /// `[[fleet.versions]]`. Every capability a version names gets a
+    /// capability definition.
+    pub versions: Vec<Spanned<VersionSpec>>,
+    /// `[[fleet.instances]]`.
+    pub instances: Vec<Spanned<InstanceSpec>>,
+    /// `[[fleet.scopes]]`.
+    #[serde(default)]
+    pub scopes: Vec<Spanned<ScopeSpec>>,
+    /// `[[fleet.bindings]]`.
+    pub bindings: Vec<Spanned<BindingSpec>>,
+    /// `[[fleet.replicas]]`: one replica host each.
+    pub replicas: Vec<Spanned<ReplicaEntry>>,
+}
+
+/// A connector type.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TypeSpec {
+    /// Identifier.
+    pub id: String,
+    /// Whether enabled at the start.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+/// A connector version.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionSpec {
+    /// Identifier.
+    pub id: String,
+    /// Its connector type.
+    #[serde(rename = "type")]
+    pub connector_type: String,
+    /// Capabilities it implements.
+    pub capabilities: Vec<String>,
+    /// Profiles it supports.
+    #[serde(default)]
+    pub profiles: Vec<String>,
+    /// Active at the start.
+    #[serde(default = "yes")]
+    pub active: bool,
+    /// Qualified at the start.
+    #[serde(default = "yes")]
+    pub qualified: bool,
+}
+
+/// A tenant's instance.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceSpec {
+    /// Identifier (also the provider account in the ledger).
+    pub id: String,
+    /// The owning tenant.
+    pub tenant: String,
+    /// The installed version.
+    pub version: String,
+    /// Enabled at the start.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+/// An admission scope.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeSpec {
+    /// Identifier.
+    pub id: String,
+    /// The tenant whose bindings may use it.
+    pub tenant: String,
+    /// What it counts.
+    #[serde(default = "default_scope_kind")]
+    pub kind: ScopeKind,
+    /// Most concurrent reservations.
+    pub limit: u32,
+}
+
+fn default_scope_kind() -> ScopeKind {
+    ScopeKind::Tenant
+}
+
+/// A capability binding.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BindingSpec {
+    /// Identifier.
+    pub id: String,
+    /// The tenant; must own the instance.
+    pub tenant: String,
+    /// The capability made callable.
+    pub capability: String,
+    /// The instance serving it.
+    pub instance: String,
+    /// Lower is preferred.
+    #[serde(default)]
+    pub priority: u32,
+    /// Admission scopes a route reserves.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Enabled at the start.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+/// A replica and its host.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaEntry {
+    /// Identifier; the host is `replica-<id>`.
+    pub id: String,
+    /// The instance it serves (it runs that instance's version).
+    pub instance: String,
+    /// Region.
+    pub region: String,
+    /// Zone.
+    pub zone: String,
+    /// Capacity class.
+    #[serde(default = "default_class")]
+    pub class: String,
+    /// Most concurrent reservations.
+    pub capacity: u32,
+    /// Probability that the provider behind this replica leaves an
+    /// execution's outcome unknown.
+    #[serde(default)]
+    pub unknown_ratio: f64,
+}
+
+fn default_class() -> String {
+    "standard".into()
+}
+
+/// `[workload]`: dispatchers, readers and operators.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Dispatcher hosts.
+    pub dispatchers: u32,
+    /// Actions each dispatcher starts.
+    pub actions: u32,
+    /// Actions each dispatcher keeps in flight.
+    #[serde(default = "one")]
+    pub concurrency: u32,
+    /// When dispatchers start their first action (replicas register at
+    /// time 0 and need a few round trips).
+    #[serde(default)]
+    pub start_ms: u64,
+    /// Gap before starting each action, `[min, max]` milliseconds.
+    #[serde(default = "default_start_gap_ms")]
+    pub start_gap_ms: [u64; 2],
+    /// Provider execution time on a replica, `[min, max]` milliseconds.
+    #[serde(default = "default_exec_ms")]
+    pub exec_ms: [u64; 2],
+    /// Timeout of one registry call.
+    #[serde(default = "default_rpc_timeout_ms")]
+    pub rpc_timeout_ms: u64,
+    /// Timeout of one dispatch to a replica.
+    #[serde(default = "default_dispatch_timeout_ms")]
+    pub dispatch_timeout_ms: u64,
+    /// First retry backoff; it doubles per retry up to eight times this.
+    #[serde(default = "default_backoff_ms")]
+    pub backoff_ms: u64,
+    /// Probability that an action's first resolve goes out several times at
+    /// once (a duplicate storm).
+    #[serde(default)]
+    pub duplicate_ratio: f64,
+    /// Extra concurrent copies of a duplicated resolve.
+    #[serde(default = "one")]
+    pub duplicates: u32,
+    /// Size of a pool of action IDs every dispatcher draws from; 0 for none.
+    #[serde(default)]
+    pub shared_pool: u32,
+    /// Probability that an action takes its ID from the shared pool.
+    #[serde(default)]
+    pub shared_ratio: f64,
+    /// Probability that a dispatcher cancels an action while it runs.
+    #[serde(default)]
+    pub cancel_ratio: f64,
+    /// Probability that an action settled as unknown or cancelled is
+    /// retried under the same ID (a pinned re-reservation).
+    #[serde(default)]
+    pub reconcile_ratio: f64,
+    /// Probability that a settlement is sent twice.
+    #[serde(default)]
+    pub repeat_settle_ratio: f64,
+    /// Probability that, after a re-reservation, the previous reservation's
+    /// assignment is settled too (a stale settlement).
+    #[serde(default)]
+    pub stale_settle_ratio: f64,
+    /// NoCapacity replies an action retries before it fails.
+    #[serde(default = "default_capacity_retries")]
+    pub capacity_retries: u32,
+    /// ReplicaUnavailable replies an action retries before it fails.
+    #[serde(default = "default_unavailable_retries")]
+    pub unavailable_retries: u32,
+    /// Failed dispatches an action retries before it settles as unknown.
+    #[serde(default = "default_dispatch_retries")]
+    pub dispatch_retries: u32,
+    /// Interval of the administrator's catalog touches (re-publishing a
+    /// definition); 0 for none.
+    #[serde(default)]
+    pub touch_every_ms: u64,
+    /// `[[workload.mix]]`: what the dispatchers ask for.
+    pub mix: Vec<Spanned<MixEntry>>,
+    /// `[[workload.readers]]`: catalog readers.
+    #[serde(default)]
+    pub readers: Vec<Spanned<ReaderEntry>>,
+    /// `[[workload.operations]]`: operator actions at fixed times.
+    #[serde(default)]
+    pub operations: Vec<Spanned<Operation>>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_start_gap_ms() -> [u64; 2] {
+    [5, 20]
+}
+fn default_exec_ms() -> [u64; 2] {
+    [5, 20]
+}
+fn default_rpc_timeout_ms() -> u64 {
+    50
+}
+fn default_dispatch_timeout_ms() -> u64 {
+    100
+}
+fn default_backoff_ms() -> u64 {
+    20
+}
+fn default_capacity_retries() -> u32 {
+    2
+}
+fn default_unavailable_retries() -> u32 {
+    3
+}
+fn default_dispatch_retries() -> u32 {
+    4
+}
+
+/// One kind of request in the workload mix.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MixEntry {
+    /// The verified tenant.
+    pub tenant: String,
+    /// The capability.
+    pub capability: String,
+    /// Relative weight.
+    #[serde(default = "one")]
+    pub weight: u32,
+    /// Required capacity class.
+    #[serde(default = "default_class")]
+    pub class: String,
+    /// Preferred region.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Preferred zone.
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// Whether other regions are eligible.
+    #[serde(default)]
+    pub cross_region: CrossRegion,
+}
+
+/// A catalog reader.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReaderEntry {
+    /// `internal`, `internal-unbound`, `anonymous`, or a tenant ID.
+    pub reader: String,
+    /// Items per page.
+    #[serde(default = "one")]
+    pub page_items: u32,
+    /// Gap between paging sessions.
+    #[serde(default = "default_reader_every_ms")]
+    pub every_ms: u64,
+}
+
+fn default_reader_every_ms() -> u64 {
+    50
+}
+
+/// What an operator does at a scheduled time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationKind {
+    /// Drain `replica`.
+    Drain,
+    /// Close `replica`'s circuit (an audited operator action).
+    CircuitClose,
+    /// Publish `binding` with `enabled`.
+    SetBinding,
+    /// Publish `instance` with `enabled`.
+    SetInstance,
+    /// Publish connector type `type` with `enabled`.
+    SetType,
+    /// Publish `version` with `active` and `qualified`.
+    SetVersion,
+    /// Re-publish `capability`'s definition (a revision bump).
+    Touch,
+}
+
+/// `[[workload.operations]]`: one operator action.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Operation {
+    /// When.
+    pub at_ms: u64,
+    /// What.
+    pub op: OperationKind,
+    /// For `drain` and `circuit_close`.
+    #[serde(default)]
+    pub replica: Option<String>,
+    /// For `set_binding`.
+    #[serde(default)]
+    pub binding: Option<String>,
+    /// For `set_instance`.
+    #[serde(default)]
+    pub instance: Option<String>,
+    /// For `set_type`.
+    #[serde(default, rename = "type")]
+    pub connector_type: Option<String>,
+    /// For `set_version`.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// For `touch`.
+    #[serde(default)]
+    pub capability: Option<String>,
+    /// For `set_binding`, `set_instance`, `set_type`.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// For `set_version`.
+    #[serde(default)]
+    pub active: Option<bool>,
+    /// For `set_version`.
+    #[serde(default)]
+    pub qualified: Option<bool>,
+}
+
+/// `[expect]`: outcome counts the run must see.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Lower bounds.
+    #[serde(default, skip_serializing_if = "CounterBounds::is_empty")]
+    pub at_least: CounterBounds,
+    /// Upper bounds.
+    #[serde(default, skip_serializing_if = "CounterBounds::is_empty")]
+    pub at_most: CounterBounds,
+}
+
+impl Expect {
+    /// True when no counter is bounded.
+    pub fn is_empty(&self) -> bool {
+        self.at_least.is_empty() && self.at_most.is_empty()
+    }
+}

@@ -1,0 +1,726 @@
+//! Scenario validation: everything the types alone do not check (ranges
+//! and limits, references between records, schedules, hosts and fault
+//! parameters), each error with where it is.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use connreg::CrossRegion;
+
+use super::location::At;
+use super::{
+    FaultKind, InstanceSpec, Operation, OperationKind, REGISTRY_OPS, Scenario, ScopeSpec,
+    VersionSpec, select_hosts,
+};
+use crate::limits::{
+    ACTIONS_PER_DISPATCHER_MAX, CHAOS_FAULTS_MAX, DB_STALL_MS_MAX, DISPATCHER_CONCURRENCY_MAX,
+    DISPATCHERS_MAX, DUPLICATES_MAX, DURATION_MS_MAX, FLEET_RECORDS_MAX, LATENCY_MS_MAX,
+    LIVENESS_MS_MAX, MIX_ENTRIES_MAX, READERS_MAX, REGISTRY_HOSTS_MAX, REPLICAS_MAX, RETRIES_MAX,
+    SCHEDULE_ENTRIES_MAX, TICK_MS_MAX,
+};
+
+impl Scenario {
+    /// Checks everything the types alone do not. Errors carry where the
+    /// fault is: a byte offset of the entry, or the key's path.
+    pub(super) fn validate(&self) -> Result<(), (At, String)> {
+        let v = Validator { s: self };
+        v.meta()?;
+        v.fleet()?;
+        v.workload()?;
+        v.faults()?;
+        v.chaos()?;
+        crate::feasible::check(self).map_err(|(key, message)| (At::Key(key.into()), message))
+    }
+}
+
+struct Validator<'a> {
+    s: &'a Scenario,
+}
+
+type Check = Result<(), (At, String)>;
+
+fn fail<T>(at: impl Into<At>, message: impl fmt::Display) -> Result<T, (At, String)> {
+    Err((at.into(), message.to_string()))
+}
+
+fn ensure(cond: bool, at: impl Into<At>, message: impl FnOnce() -> String) -> Check {
+    if cond {
+        Ok(())
+    } else {
+        Err((at.into(), message()))
+    }
+}
+
+fn id_ok<T>(at: usize, what: &str, value: &str, make: fn(String) -> connreg::Result<T>) -> Check {
+    match make(value.to_string()) {
+        Ok(_) => Ok(()),
+        Err(e) => fail(at, format!("{what} {value:?}: {e}")),
+    }
+}
+
+fn ratio_ok(at: impl Into<At>, what: &str, v: f64) -> Check {
+    let at = at.into().or_named(what);
+    ensure((0.0..=1.0).contains(&v), at, || {
+        format!("{what} must be between 0 and 1, got {v}")
+    })
+}
+
+fn range_ok(at: impl Into<At>, what: &str, r: [u64; 2], max: u64) -> Check {
+    let at = at.into().or_named(what);
+    ensure(r[0] <= r[1], at.clone(), || {
+        format!("{what} must be [min, max] with min <= max")
+    })?;
+    ensure(r[1] <= max, at, || {
+        format!("{what} exceeds its limit of {max}")
+    })
+}
+
+fn bounded(at: impl Into<At>, what: &str, v: u64, min: u64, max: u64) -> Check {
+    let at = at.into().or_named(what);
+    ensure(v >= min && v <= max, at, || {
+        format!("{what} must be between {min} and {max}, got {v}")
+    })
+}
+
+impl Validator<'_> {
+    fn meta(&self) -> Check {
+        let m = &self.s.scenario;
+        bounded(
+            At::Named,
+            "scenario.duration_ms",
+            m.duration_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
+        bounded(
+            At::Named,
+            "scenario.liveness_ms",
+            m.liveness_ms,
+            1,
+            LIVENESS_MS_MAX,
+        )?;
+        bounded(At::Named, "scenario.tick_ms", m.tick_ms, 1, TICK_MS_MAX)?;
+        range_ok(
+            At::Named,
+            "scenario.latency_ms",
+            m.latency_ms,
+            LATENCY_MS_MAX,
+        )?;
+        let r = &self.s.registry;
+        bounded(
+            At::Named,
+            "registry.hosts",
+            r.hosts.into(),
+            1,
+            REGISTRY_HOSTS_MAX.into(),
+        )?;
+        bounded(
+            At::Named,
+            "registry.circuit_threshold",
+            r.circuit_threshold.into(),
+            1,
+            connreg::limits::CIRCUIT_THRESHOLD_MAX.into(),
+        )?;
+        let l = &self.s.lifecycle;
+        bounded(
+            At::Named,
+            "lifecycle.heartbeat_ms",
+            l.heartbeat_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
+        bounded(
+            At::Named,
+            "lifecycle.lease_ttl_ms",
+            l.lease_ttl_ms,
+            1,
+            connreg::limits::LEASE_TTL_MS_MAX,
+        )?;
+        bounded(
+            At::Named,
+            "lifecycle.maintenance_ms",
+            l.maintenance_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
+        bounded(
+            At::Named,
+            "lifecycle.maintenance_batch",
+            l.maintenance_batch.into(),
+            1,
+            connreg::limits::LEASE_MAINTENANCE_BATCH_MAX.into(),
+        )
+    }
+
+    fn fleet(&self) -> Check {
+        let f = &self.s.fleet;
+        for (what, n) in [
+            ("fleet.types", f.types.len()),
+            ("fleet.versions", f.versions.len()),
+            ("fleet.instances", f.instances.len()),
+            ("fleet.scopes", f.scopes.len()),
+            ("fleet.bindings", f.bindings.len()),
+        ] {
+            ensure(n <= FLEET_RECORDS_MAX, 0, || {
+                format!("{what} has {n} entries, more than {FLEET_RECORDS_MAX}")
+            })?;
+        }
+        ensure(
+            !f.replicas.is_empty() && f.replicas.len() <= REPLICAS_MAX,
+            0,
+            || format!("fleet.replicas must have 1 to {REPLICAS_MAX} entries"),
+        )?;
+        let mut seen = BTreeSet::new();
+        let mut types = BTreeSet::new();
+        for t in &f.types {
+            let at = t.span().start;
+            id_ok(at, "type", &t.get_ref().id, connreg::ConnectorTypeId::new)?;
+            ensure(types.insert(t.get_ref().id.clone()), at, || {
+                format!("duplicate type {:?}", t.get_ref().id)
+            })?;
+        }
+        let mut versions: BTreeMap<&str, &VersionSpec> = BTreeMap::new();
+        for v in &f.versions {
+            let at = v.span().start;
+            let v = v.get_ref();
+            id_ok(at, "version", &v.id, connreg::VersionId::new)?;
+            ensure(types.contains(&v.connector_type), at, || {
+                format!(
+                    "version {:?} names unknown type {:?}",
+                    v.id, v.connector_type
+                )
+            })?;
+            ensure(!v.capabilities.is_empty(), at, || {
+                format!("version {:?} implements no capability", v.id)
+            })?;
+            ensure(
+                v.capabilities.len() <= connreg::limits::VERSION_CAPABILITIES_MAX,
+                at,
+                || format!("version {:?} has too many capabilities", v.id),
+            )?;
+            for c in &v.capabilities {
+                id_ok(at, "capability", c, connreg::CapabilityId::new)?;
+            }
+            for p in &v.profiles {
+                id_ok(at, "profile", p, connreg::ProfileId::new)?;
+            }
+            ensure(versions.insert(&v.id, v).is_none(), at, || {
+                format!("duplicate version {:?}", v.id)
+            })?;
+        }
+        let mut instances: BTreeMap<&str, &InstanceSpec> = BTreeMap::new();
+        for i in &f.instances {
+            let at = i.span().start;
+            let i = i.get_ref();
+            id_ok(at, "instance", &i.id, connreg::InstanceId::new)?;
+            id_ok(at, "tenant", &i.tenant, connreg::TenantId::new)?;
+            ensure(versions.contains_key(i.version.as_str()), at, || {
+                format!("instance {:?} names unknown version {:?}", i.id, i.version)
+            })?;
+            ensure(instances.insert(&i.id, i).is_none(), at, || {
+                format!("duplicate instance {:?}", i.id)
+            })?;
+        }
+        let mut scopes: BTreeMap<&str, &ScopeSpec> = BTreeMap::new();
+        for (i, s) in f.scopes.iter().enumerate() {
+            let at = s.span().start;
+            let s = s.get_ref();
+            id_ok(at, "scope", &s.id, connreg::ScopeId::new)?;
+            id_ok(at, "tenant", &s.tenant, connreg::TenantId::new)?;
+            // A limit of 0 admits nothing: every route through the scope
+            // fails, which is a scenario mistake, not a behaviour to prove.
+            ensure(
+                s.limit >= 1 && s.limit <= connreg::limits::SCOPE_LIMIT_MAX,
+                At::Key(format!("fleet.scopes.{i}.limit")),
+                || {
+                    format!(
+                        "scope {:?} limit must be 1 to {}, got {}",
+                        s.id,
+                        connreg::limits::SCOPE_LIMIT_MAX,
+                        s.limit
+                    )
+                },
+            )?;
+            ensure(scopes.insert(&s.id, s).is_none(), at, || {
+                format!("duplicate scope {:?}", s.id)
+            })?;
+        }
+        for b in &f.bindings {
+            let at = b.span().start;
+            let b = b.get_ref();
+            id_ok(at, "binding", &b.id, connreg::BindingId::new)?;
+            ensure(seen.insert(b.id.clone()), at, || {
+                format!("duplicate binding {:?}", b.id)
+            })?;
+            let Some(instance) = instances.get(b.instance.as_str()) else {
+                return fail(
+                    at,
+                    format!("binding {:?} names unknown instance {:?}", b.id, b.instance),
+                );
+            };
+            ensure(instance.tenant == b.tenant, at, || {
+                format!(
+                    "binding {:?}: tenant {:?} does not own instance {:?}",
+                    b.id, b.tenant, b.instance
+                )
+            })?;
+            let declared = versions
+                .values()
+                .any(|v| v.capabilities.contains(&b.capability));
+            ensure(declared, at, || {
+                format!(
+                    "binding {:?} names capability {:?}, which no version implements",
+                    b.id, b.capability
+                )
+            })?;
+            ensure(
+                b.scopes.len() <= connreg::limits::BINDING_SCOPES_MAX,
+                at,
+                || format!("binding {:?} has too many scopes", b.id),
+            )?;
+            for s in &b.scopes {
+                let Some(scope) = scopes.get(s.as_str()) else {
+                    return fail(at, format!("binding {:?} names unknown scope {s:?}", b.id));
+                };
+                ensure(scope.tenant == b.tenant, at, || {
+                    format!("binding {:?}: scope {s:?} belongs to another tenant", b.id)
+                })?;
+            }
+        }
+        let mut replicas = BTreeSet::new();
+        for (i, r) in f.replicas.iter().enumerate() {
+            let at = r.span().start;
+            let r = r.get_ref();
+            id_ok(at, "replica", &r.id, connreg::ReplicaId::new)?;
+            id_ok(at, "region", &r.region, connreg::Region::new)?;
+            id_ok(at, "zone", &r.zone, connreg::Zone::new)?;
+            id_ok(at, "class", &r.class, connreg::CapacityClass::new)?;
+            ensure(instances.contains_key(r.instance.as_str()), at, || {
+                format!("replica {:?} names unknown instance {:?}", r.id, r.instance)
+            })?;
+            ensure(
+                r.capacity >= 1 && r.capacity <= connreg::limits::REPLICA_CAPACITY_MAX,
+                At::Key(format!("fleet.replicas.{i}.capacity")),
+                || {
+                    format!(
+                        "replica {:?} capacity must be 1 to {}",
+                        r.id,
+                        connreg::limits::REPLICA_CAPACITY_MAX
+                    )
+                },
+            )?;
+            ratio_ok(
+                At::Key(format!("fleet.replicas.{i}.unknown_ratio")),
+                "unknown_ratio",
+                r.unknown_ratio,
+            )?;
+            ensure(replicas.insert(r.id.clone()), at, || {
+                format!("duplicate replica {:?}", r.id)
+            })?;
+        }
+        Ok(())
+    }
+
+    fn workload(&self) -> Check {
+        let w = &self.s.workload;
+        let f = &self.s.fleet;
+        bounded(
+            At::Named,
+            "workload.dispatchers",
+            w.dispatchers.into(),
+            1,
+            DISPATCHERS_MAX.into(),
+        )?;
+        bounded(
+            At::Named,
+            "workload.actions",
+            w.actions.into(),
+            1,
+            ACTIONS_PER_DISPATCHER_MAX.into(),
+        )?;
+        bounded(
+            At::Named,
+            "workload.concurrency",
+            w.concurrency.into(),
+            1,
+            DISPATCHER_CONCURRENCY_MAX.into(),
+        )?;
+        bounded(
+            At::Named,
+            "workload.start_ms",
+            w.start_ms,
+            0,
+            self.s.scenario.duration_ms,
+        )?;
+        range_ok(
+            At::Named,
+            "workload.start_gap_ms",
+            w.start_gap_ms,
+            DURATION_MS_MAX,
+        )?;
+        range_ok(At::Named, "workload.exec_ms", w.exec_ms, DURATION_MS_MAX)?;
+        bounded(
+            At::Named,
+            "workload.rpc_timeout_ms",
+            w.rpc_timeout_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
+        bounded(
+            At::Named,
+            "workload.dispatch_timeout_ms",
+            w.dispatch_timeout_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
+        bounded(
+            At::Named,
+            "workload.backoff_ms",
+            w.backoff_ms,
+            1,
+            DURATION_MS_MAX,
+        )?;
+        bounded(
+            At::Named,
+            "workload.duplicates",
+            w.duplicates.into(),
+            1,
+            DUPLICATES_MAX.into(),
+        )?;
+        bounded(
+            At::Named,
+            "workload.shared_pool",
+            w.shared_pool.into(),
+            0,
+            1_000_000,
+        )?;
+        for (what, r) in [
+            ("workload.duplicate_ratio", w.duplicate_ratio),
+            ("workload.shared_ratio", w.shared_ratio),
+            ("workload.cancel_ratio", w.cancel_ratio),
+            ("workload.reconcile_ratio", w.reconcile_ratio),
+            ("workload.repeat_settle_ratio", w.repeat_settle_ratio),
+            ("workload.stale_settle_ratio", w.stale_settle_ratio),
+        ] {
+            ratio_ok(At::Named, what, r)?;
+        }
+        ensure(w.shared_ratio == 0.0 || w.shared_pool > 0, 0, || {
+            "workload.shared_ratio needs workload.shared_pool > 0".into()
+        })?;
+        for (what, n) in [
+            ("workload.capacity_retries", w.capacity_retries),
+            ("workload.unavailable_retries", w.unavailable_retries),
+            ("workload.dispatch_retries", w.dispatch_retries),
+        ] {
+            bounded(At::Named, what, n.into(), 0, RETRIES_MAX.into())?;
+        }
+        ensure(
+            !w.mix.is_empty() && w.mix.len() <= MIX_ENTRIES_MAX,
+            0,
+            || format!("workload.mix must have 1 to {MIX_ENTRIES_MAX} entries"),
+        )?;
+        let tenants: BTreeSet<&str> = f
+            .instances
+            .iter()
+            .map(|i| i.get_ref().tenant.as_str())
+            .collect();
+        for m in &w.mix {
+            let at = m.span().start;
+            let m = m.get_ref();
+            id_ok(at, "tenant", &m.tenant, connreg::TenantId::new)?;
+            id_ok(at, "capability", &m.capability, connreg::CapabilityId::new)?;
+            id_ok(at, "class", &m.class, connreg::CapacityClass::new)?;
+            if let Some(r) = &m.region {
+                id_ok(at, "region", r, connreg::Region::new)?;
+            }
+            if let Some(z) = &m.zone {
+                id_ok(at, "zone", z, connreg::Zone::new)?;
+            }
+            ensure(m.weight >= 1, at, || "mix weight must be at least 1".into())?;
+            ensure(
+                m.cross_region == CrossRegion::Allowed || m.region.is_some(),
+                at,
+                || "cross_region = \"forbidden\" needs a region".into(),
+            )?;
+        }
+        ensure(w.readers.len() <= READERS_MAX, 0, || {
+            format!("workload.readers has more than {READERS_MAX} entries")
+        })?;
+        for (i, r) in w.readers.iter().enumerate() {
+            let at = r.span().start;
+            let r = r.get_ref();
+            if !matches!(
+                r.reader.as_str(),
+                "internal" | "internal-unbound" | "anonymous"
+            ) {
+                id_ok(at, "reader tenant", &r.reader, connreg::TenantId::new)?;
+                ensure(tenants.contains(r.reader.as_str()), at, || {
+                    format!("reader {:?} is no tenant of the fleet", r.reader)
+                })?;
+            }
+            bounded(
+                At::Key(format!("workload.readers.{i}.page_items")),
+                "page_items",
+                r.page_items.into(),
+                1,
+                connreg::limits::PAGE_ITEMS_MAX.into(),
+            )?;
+            bounded(
+                At::Key(format!("workload.readers.{i}.every_ms")),
+                "every_ms",
+                r.every_ms,
+                1,
+                DURATION_MS_MAX,
+            )?;
+        }
+        ensure(w.operations.len() <= SCHEDULE_ENTRIES_MAX, 0, || {
+            format!("workload.operations has more than {SCHEDULE_ENTRIES_MAX} entries")
+        })?;
+        for o in &w.operations {
+            self.operation(o.span().start, o.get_ref())?;
+        }
+        Ok(())
+    }
+
+    fn operation(&self, at: usize, o: &Operation) -> Check {
+        let f = &self.s.fleet;
+        ensure(o.at_ms <= self.s.scenario.duration_ms, at, || {
+            "operation at_ms is after scenario.duration_ms".into()
+        })?;
+        let has = |name: &str, present: bool| -> Check {
+            ensure(present, at, || {
+                format!("operation {:?} needs `{name}`", o.op)
+            })
+        };
+        let allowed: &[&str] = match o.op {
+            OperationKind::Drain | OperationKind::CircuitClose => {
+                let r = o.replica.as_deref().unwrap_or_default();
+                has("replica", o.replica.is_some())?;
+                ensure(f.replicas.iter().any(|x| x.get_ref().id == r), at, || {
+                    format!("unknown replica {r:?}")
+                })?;
+                &["replica"]
+            }
+            OperationKind::SetBinding => {
+                let b = o.binding.as_deref().unwrap_or_default();
+                has("binding", o.binding.is_some())?;
+                has("enabled", o.enabled.is_some())?;
+                ensure(f.bindings.iter().any(|x| x.get_ref().id == b), at, || {
+                    format!("unknown binding {b:?}")
+                })?;
+                &["binding", "enabled"]
+            }
+            OperationKind::SetInstance => {
+                let i = o.instance.as_deref().unwrap_or_default();
+                has("instance", o.instance.is_some())?;
+                has("enabled", o.enabled.is_some())?;
+                ensure(f.instances.iter().any(|x| x.get_ref().id == i), at, || {
+                    format!("unknown instance {i:?}")
+                })?;
+                &["instance", "enabled"]
+            }
+            OperationKind::SetType => {
+                let t = o.connector_type.as_deref().unwrap_or_default();
+                has("type", o.connector_type.is_some())?;
+                has("enabled", o.enabled.is_some())?;
+                ensure(f.types.iter().any(|x| x.get_ref().id == t), at, || {
+                    format!("unknown type {t:?}")
+                })?;
+                &["type", "enabled"]
+            }
+            OperationKind::SetVersion => {
+                let v = o.version.as_deref().unwrap_or_default();
+                has("version", o.version.is_some())?;
+                has("active", o.active.is_some())?;
+                has("qualified", o.qualified.is_some())?;
+                ensure(f.versions.iter().any(|x| x.get_ref().id == v), at, || {
+                    format!("unknown version {v:?}")
+                })?;
+                &["version", "active", "qualified"]
+            }
+            OperationKind::Touch => {
+                let c = o.capability.as_deref().unwrap_or_default();
+                has("capability", o.capability.is_some())?;
+                let known = f
+                    .versions
+                    .iter()
+                    .any(|v| v.get_ref().capabilities.iter().any(|x| x == c));
+                ensure(known, at, || format!("unknown capability {c:?}"))?;
+                &["capability"]
+            }
+        };
+        let present = [
+            ("replica", o.replica.is_some()),
+            ("binding", o.binding.is_some()),
+            ("instance", o.instance.is_some()),
+            ("type", o.connector_type.is_some()),
+            ("version", o.version.is_some()),
+            ("capability", o.capability.is_some()),
+            ("enabled", o.enabled.is_some()),
+            ("active", o.active.is_some()),
+            ("qualified", o.qualified.is_some()),
+        ];
+        for (name, is) in present {
+            ensure(!is || allowed.contains(&name), at, || {
+                format!("operation {:?} does not take `{name}`", o.op)
+            })?;
+        }
+        Ok(())
+    }
+
+    fn faults(&self) -> Check {
+        let hosts = self.s.host_names();
+        let duration = self.s.scenario.duration_ms;
+        ensure(self.s.faults.len() <= SCHEDULE_ENTRIES_MAX, 0, || {
+            format!("faults has more than {SCHEDULE_ENTRIES_MAX} entries")
+        })?;
+        for (i, f) in self.s.faults.iter().enumerate() {
+            let at = f.span().start;
+            let key = |name: &str| At::Key(format!("faults.{i}.{name}"));
+            let f = f.get_ref();
+            ensure(f.at_ms <= duration, at, || {
+                "fault at_ms is after scenario.duration_ms".into()
+            })?;
+            let needs_until = matches!(
+                f.kind,
+                FaultKind::Partition | FaultKind::Hold | FaultKind::Latency | FaultKind::Loss
+            );
+            if needs_until {
+                ensure(f.until_ms.is_some(), at, || {
+                    format!("fault {:?} needs until_ms", f.kind)
+                })?;
+            }
+            if let Some(until) = f.until_ms {
+                ensure(until > f.at_ms && until <= duration, at, || {
+                    "until_ms must be after at_ms and at most scenario.duration_ms".into()
+                })?;
+            }
+            let sel = |list: &[String], side: &str| -> Check {
+                ensure(!list.is_empty(), at, || {
+                    format!("fault {:?} needs `{side}`", f.kind)
+                })?;
+                for s in list {
+                    ensure(
+                        !select_hosts(std::slice::from_ref(s), &hosts).is_empty(),
+                        at,
+                        || format!("host selector {s:?} matches no host"),
+                    )?;
+                }
+                Ok(())
+            };
+            let allowed: &[&str] = match f.kind {
+                FaultKind::Crash => {
+                    sel(&f.hosts, "hosts")?;
+                    if let Some(r) = f.restart_ms {
+                        ensure(r > f.at_ms, at, || "restart_ms must be after at_ms".into())?;
+                    }
+                    &["hosts", "restart_ms"]
+                }
+                FaultKind::Partition => {
+                    sel(&f.a, "a")?;
+                    sel(&f.b, "b")?;
+                    &["a", "b", "oneway", "until_ms"]
+                }
+                FaultKind::Hold => {
+                    sel(&f.a, "a")?;
+                    sel(&f.b, "b")?;
+                    &["a", "b", "until_ms"]
+                }
+                FaultKind::Latency => {
+                    sel(&f.a, "a")?;
+                    sel(&f.b, "b")?;
+                    let m = f.max_ms.unwrap_or(0);
+                    ensure(f.max_ms.is_some(), at, || "latency needs max_ms".into())?;
+                    bounded(
+                        key("max_ms"),
+                        "max_ms",
+                        m,
+                        self.s.scenario.latency_ms[0],
+                        LATENCY_MS_MAX,
+                    )?;
+                    &["a", "b", "max_ms", "until_ms"]
+                }
+                FaultKind::Loss => {
+                    let r = f.rate.unwrap_or(-1.0);
+                    ratio_ok(key("rate"), "rate", r)?;
+                    &["rate", "until_ms"]
+                }
+                FaultKind::LoseAnswers => {
+                    ensure(!f.ops.is_empty(), at, || "lose_answers needs ops".into())?;
+                    for op in &f.ops {
+                        ensure(REGISTRY_OPS.contains(&op.as_str()), at, || {
+                            format!("unknown op {op:?}; one of {}", REGISTRY_OPS.join(", "))
+                        })?;
+                    }
+                    let c = f.count.unwrap_or(0);
+                    bounded(key("count"), "count", c.into(), 1, 10_000)?;
+                    &["ops", "count", "until_ms"]
+                }
+                FaultKind::ClockJump => {
+                    let by = f.by_ms.unwrap_or(0);
+                    ensure(by != 0, at, || "clock_jump needs a non-zero by_ms".into())?;
+                    ensure(by.unsigned_abs() <= DURATION_MS_MAX, at, || {
+                        format!("by_ms exceeds {DURATION_MS_MAX}")
+                    })?;
+                    &["by_ms"]
+                }
+                FaultKind::DbCut => &["cut", "until_ms"],
+                FaultKind::DbStall => {
+                    ensure(f.stall_ms.is_some(), at, || {
+                        "db_stall needs stall_ms".into()
+                    })?;
+                    bounded(
+                        key("stall_ms"),
+                        "stall_ms",
+                        f.stall_ms.unwrap_or(0),
+                        1,
+                        DB_STALL_MS_MAX,
+                    )?;
+                    &["stall_ms", "until_ms"]
+                }
+                FaultKind::DbTerminate | FaultKind::DbRestart => &["until_ms"],
+            };
+            let present = [
+                ("until_ms", f.until_ms.is_some()),
+                ("hosts", !f.hosts.is_empty()),
+                ("restart_ms", f.restart_ms.is_some()),
+                ("a", !f.a.is_empty()),
+                ("b", !f.b.is_empty()),
+                ("oneway", f.oneway),
+                ("max_ms", f.max_ms.is_some()),
+                ("rate", f.rate.is_some()),
+                ("ops", !f.ops.is_empty()),
+                ("count", f.count.is_some()),
+                ("by_ms", f.by_ms.is_some()),
+                ("cut", f.cut.is_some()),
+                ("stall_ms", f.stall_ms.is_some()),
+            ];
+            for (name, is) in present {
+                ensure(!is || allowed.contains(&name), at, || {
+                    format!("fault {:?} does not take `{name}`", f.kind)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn chaos(&self) -> Check {
+        let c = &self.s.chaos;
+        ratio_ok(At::Named, "chaos.lose_answer_ratio", c.lose_answer_ratio)?;
+        for (what, n) in [
+            ("chaos.replica_crashes", c.replica_crashes),
+            ("chaos.registry_crashes", c.registry_crashes),
+            ("chaos.partitions", c.partitions),
+            ("chaos.holds", c.holds),
+            ("chaos.loss_windows", c.loss_windows),
+            ("chaos.clock_jumps", c.clock_jumps),
+            ("chaos.db_cuts", c.db_cuts),
+            ("chaos.db_stalls", c.db_stalls),
+            ("chaos.db_terminates", c.db_terminates),
+            ("chaos.db_restarts", c.db_restarts),
+        ] {
+            bounded(At::Named, what, n.into(), 0, CHAOS_FAULTS_MAX.into())?;
+        }
+        Ok(())
+    }
+}
