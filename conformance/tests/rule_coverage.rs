@@ -118,19 +118,21 @@ fn ids_after(marker_rest: &str) -> Vec<String> {
     }
 }
 
-/// The conformance suite's modules that hold tests (the rest is support).
+/// The conformance suite's modules that hold tests (the rest is support):
+/// each is `conformance/src/{module}.rs` or a module directory
+/// `conformance/src/{module}/` (every file under it).
 const SUITE_MODULES: [&str; 11] = [
-    "records.rs",
-    "catalog.rs",
-    "route.rs",
-    "pin.rs",
-    "settle.rs",
-    "lease.rs",
-    "status.rs",
-    "race.rs",
-    "model.rs",
-    "snapshots.rs",
-    "determinism.rs",
+    "records",
+    "catalog",
+    "route",
+    "pin",
+    "settle",
+    "lease",
+    "status",
+    "race",
+    "model",
+    "snapshots",
+    "determinism",
 ];
 
 /// Every rule ID named by a `spec:` marker in test code, with the files
@@ -152,9 +154,11 @@ fn named() -> BTreeMap<String, BTreeSet<PathBuf>> {
         // test modules, and `#[cfg(test)]` modules. A marker in serving code
         // documents a rule but proves nothing.
         let test_file = relative_path.components().any(|c| c.as_os_str() == "tests")
-            || SUITE_MODULES
-                .iter()
-                .any(|m| relative_path == Path::new("conformance/src").join(m));
+            || SUITE_MODULES.iter().any(|m| {
+                let src = Path::new("conformance/src");
+                relative_path == src.join(format!("{m}.rs"))
+                    || relative_path.starts_with(src.join(m))
+            });
         let test_code_from = if test_file {
             0
         } else {

@@ -24,27 +24,48 @@ fn src(file: &str) -> String {
         .expect("source file")
 }
 
+/// The sources of one area: `src/{area}.rs` and every `.rs` file of the
+/// module directory `src/{area}/`, in name order.
+fn area_sources(area: &str) -> Vec<String> {
+    let src_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = vec![src_dir.join(format!("{area}.rs"))];
+    if let Ok(entries) = fs::read_dir(src_dir.join(area)) {
+        let mut inner: Vec<_> = entries
+            .map(|entry| entry.expect("directory entry").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+            .collect();
+        inner.sort();
+        files.extend(inner);
+    }
+    files
+        .iter()
+        .filter(|path| path.is_file())
+        .map(|path| fs::read_to_string(path).expect("source file"))
+        .collect()
+}
+
 /// (area, test name, its preceding comment block) of every test.
 fn tests() -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     for area in AREAS {
-        let text = src(&format!("{area}.rs"));
-        let lines: Vec<&str> = text.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
-            let Some(rest) = line.strip_prefix("pub async fn ") else {
-                continue;
-            };
-            let Some((name, generics)) = rest.split_once('<') else {
-                continue;
-            };
-            if !generics.starts_with("H: Harness>") {
-                continue;
+        for text in area_sources(area) {
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let Some(rest) = line.strip_prefix("pub async fn ") else {
+                    continue;
+                };
+                let Some((name, generics)) = rest.split_once('<') else {
+                    continue;
+                };
+                if !generics.starts_with("H: Harness>") {
+                    continue;
+                }
+                let mut j = i;
+                while j > 0 && lines[j - 1].trim_start().starts_with("//") {
+                    j -= 1;
+                }
+                out.push((area.to_string(), name.to_string(), lines[j..i].join("\n")));
             }
-            let mut j = i;
-            while j > 0 && lines[j - 1].trim_start().starts_with("//") {
-                j -= 1;
-            }
-            out.push((area.to_string(), name.to_string(), lines[j..i].join("\n")));
         }
     }
     out
