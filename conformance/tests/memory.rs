@@ -63,3 +63,66 @@ mod inspection {
         });
     }
 }
+
+/// One maintenance call releases at most `LEASE_MAINTENANCE_RESERVATIONS_MAX`
+/// reservations on the in-memory backend too. Memory only: filling two
+/// replicas of the largest capacity takes 20,000 resolves (the PostgreSQL
+/// backend's bound is tested at fleet scale by seeding the database,
+/// `registry/tests/postgres_fleet_scale.rs`).
+mod maintenance_bound {
+    use connreg::contracts::ReplicaLifecycle;
+    use connreg::limits::{LEASE_MAINTENANCE_RESERVATIONS_MAX, REPLICA_CAPACITY_MAX};
+    use connreg::{MaintainParams, MemoryRegistry};
+    use connreg_conformance::fixture::{self, FleetOptions, Setup};
+    use connreg_conformance::memory::MemoryHarness;
+    use connreg_conformance::run;
+
+    #[test]
+    fn a_batch_stops_before_the_replica_that_would_pass_the_reservation_bound() {
+        // spec: LEASE-2
+        run::block_on(async {
+            let s: Setup<MemoryRegistry> = fixture::open(
+                &MemoryHarness,
+                FleetOptions {
+                    replicas_per_instance: 2,
+                    replica_capacity: REPLICA_CAPACITY_MAX,
+                    scope_limit: 1_000_000,
+                    ..FleetOptions::default()
+                },
+            )
+            .await;
+            // Both of the acme instance's replicas full: 2 x 10,000.
+            let held = 2 * REPLICA_CAPACITY_MAX;
+            for n in 0..held {
+                s.resolve_acme(&format!("a{n}")).await;
+            }
+            s.clock.advance_ms(FleetOptions::default().lease_ttl_ms);
+            let mut calls = Vec::new();
+            loop {
+                let m = s
+                    .store
+                    .lease_maintain(MaintainParams { max: 1_000 })
+                    .await
+                    .unwrap();
+                assert!(m.released <= LEASE_MAINTENANCE_RESERVATIONS_MAX);
+                calls.push((m.released, m.more));
+                if !m.more {
+                    break;
+                }
+                assert!(calls.len() < 10, "maintenance never finished: {calls:?}");
+            }
+            // The first full replica fits, the second would pass the bound
+            // and waits for the next call.
+            assert_eq!(calls, vec![(10_000, true), (10_000, false)]);
+            assert_eq!(
+                s.inspect()
+                    .await
+                    .routes
+                    .iter()
+                    .filter(|r| r.reserved)
+                    .count(),
+                0
+            );
+        })
+    }
+}
