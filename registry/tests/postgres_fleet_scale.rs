@@ -493,6 +493,39 @@ async fn heartbeat_beside_a_counter_wait(
         .expect("the resolve task")
 }
 
+/// A resolve of `action` that first waits for r0 (session B holds its
+/// row), then, once B lets r0 go, for the scope's counter (session A holds
+/// it). Returns the resolve, waiting for the counter, and session A.
+async fn resolve_between_a_replica_and_a_counter(
+    fx: &PgFixture,
+    registry: &PgRegistry,
+    action: &'static str,
+) -> (
+    tokio::task::JoinHandle<connreg::Result<connreg::Resolved>>,
+    PgConnection,
+) {
+    let mut observer = fx.admin_conn().await;
+    let (mut b, b_pid) = session(fx).await;
+    hold_replica_row(&mut b, R0).await;
+    let resolving = resolve_in_background(registry, action);
+    until_blocked_by(
+        &mut observer,
+        b_pid,
+        &format!("the resolve of {action} waits for r0"),
+    )
+    .await;
+    let (mut a, a_pid) = session(fx).await;
+    hold_counter_row(&mut a, SCOPE).await;
+    commit(b).await;
+    until_blocked_by(
+        &mut observer,
+        a_pid,
+        &format!("the resolve of {action} waits for the counter"),
+    )
+    .await;
+    (resolving, a)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeat_is_not_delayed_while_a_pinned_retry_waits_for_a_counter() {
     // spec: LOCK-3, LOCK-1, PIN-3
@@ -506,26 +539,9 @@ async fn heartbeat_is_not_delayed_while_a_pinned_retry_waits_for_a_counter() {
         })
         .await
         .unwrap();
-    let mut observer = fx.admin_conn().await;
-
-    // B holds r0: the pinned retry of a1 takes its counter, finds r0 held
-    // without waiting, lets everything go and waits for r0.
-    let (mut b, b_pid) = session(&fx).await;
-    hold_replica_row(&mut b, R0).await;
-    let resolving = resolve_in_background(&registry, "a1");
-    until_blocked_by(&mut observer, b_pid, "the pinned retry of a1 waits for r0").await;
-    // A holds the scope's counter; B lets r0 go. The retry now needs the
-    // counter A holds.
-    let (mut a, a_pid) = session(&fx).await;
-    hold_counter_row(&mut a, SCOPE).await;
-    commit(b).await;
-    until_blocked_by(
-        &mut observer,
-        a_pid,
-        "the pinned retry of a1 waits for the counter",
-    )
-    .await;
-
+    // The pinned retry of a1 takes its counter, finds r0 held without
+    // waiting, lets everything go and waits for r0; then needs the counter.
+    let (resolving, a) = resolve_between_a_replica_and_a_counter(&fx, &registry, "a1").await;
     let retried = heartbeat_beside_a_counter_wait(&registry, resolving, a).await;
     // What the in-memory backend answers: r0 and the scope have room.
     assert_eq!(retried.map(|r| r.kind), Ok(ResolveKind::Reserved));
@@ -535,26 +551,9 @@ async fn heartbeat_is_not_delayed_while_a_pinned_retry_waits_for_a_counter() {
 async fn heartbeat_is_not_delayed_while_a_new_routes_last_attempt_waits_for_a_counter() {
     // spec: LOCK-3, LOCK-1, ROUTE-6
     let (fx, registry, _clock) = one_replica_fleet().await;
-    let mut observer = fx.admin_conn().await;
-
-    // B holds r0, the only replica, through the attempts that skip held
-    // rows; the last attempt waits for r0.
-    let (mut b, b_pid) = session(&fx).await;
-    hold_replica_row(&mut b, R0).await;
-    let resolving = resolve_in_background(&registry, "n1");
-    until_blocked_by(&mut observer, b_pid, "the last attempt for n1 waits for r0").await;
-    // A holds the scope's counter; B lets r0 go. The attempt now needs the
-    // counter A holds.
-    let (mut a, a_pid) = session(&fx).await;
-    hold_counter_row(&mut a, SCOPE).await;
-    commit(b).await;
-    until_blocked_by(
-        &mut observer,
-        a_pid,
-        "the last attempt for n1 waits for the counter",
-    )
-    .await;
-
+    // The attempts skip r0, the only replica, while it is held; the last
+    // waits for it; then needs the counter.
+    let (resolving, a) = resolve_between_a_replica_and_a_counter(&fx, &registry, "n1").await;
     let created = heartbeat_beside_a_counter_wait(&registry, resolving, a).await;
     // What the in-memory backend answers: r0 and the scope have room.
     assert_eq!(created.map(|r| r.kind), Ok(ResolveKind::Created));
