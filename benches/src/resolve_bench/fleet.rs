@@ -81,18 +81,7 @@ pub async fn publish(registry: &PgRegistry, tenants: u32) -> Result<(), connreg:
             secret_provider: reference("vault:kv/crm"),
             enabled: true,
         }));
-        changes.push(Change::UpsertBinding(Binding {
-            id: id(format!("{tenant}-b")),
-            tenant: id(tenant.clone()),
-            capability: id(CAPABILITY),
-            instance: id(format!("{tenant}-i")),
-            priority: 1,
-            policy_revision: 1,
-            credential: reference("credential"),
-            quota_policy: None,
-            admission_scopes: BTreeSet::from([id(format!("{tenant}-s"))]),
-            enabled: true,
-        }));
+        changes.push(Change::UpsertBinding(binding(t, 1)));
     }
     let mut rest = changes.as_slice();
     while !rest.is_empty() {
@@ -108,6 +97,25 @@ pub async fn publish(registry: &PgRegistry, tenants: u32) -> Result<(), connreg:
         rest = later;
     }
     Ok(())
+}
+
+/// Tenant `t{tenant}`'s one binding, of its instance, reserving its tenant
+/// scope, at `policy_revision` (1 as [`publish`] publishes it; a higher one
+/// is a publication that changes what new routes copy).
+pub fn binding(tenant: u32, policy_revision: u64) -> Binding {
+    let tenant = format!("t{tenant}");
+    Binding {
+        id: id(format!("{tenant}-b")),
+        tenant: id(tenant.clone()),
+        capability: id(CAPABILITY),
+        instance: id(format!("{tenant}-i")),
+        priority: 1,
+        policy_revision,
+        credential: reference("credential"),
+        quota_policy: None,
+        admission_scopes: BTreeSet::from([id(format!("{tenant}-s"))]),
+        enabled: true,
+    }
 }
 
 /// Inserts `per_tenant` ready replicas for each tenant's instance, spread
