@@ -10,7 +10,7 @@ use connreg::{
     TenantId, TopologyPreference, VersionId, Zone,
 };
 
-use crate::scenario::{MixEntry, Scenario, replica_host};
+use crate::scenario::{MixEntry, Scenario, group_host, replica_host};
 use crate::wire::REPLICA_PORT;
 
 /// The fleet's records, ready to publish.
@@ -28,9 +28,14 @@ pub struct FleetPlan {
     pub scopes: BTreeMap<ScopeId, AdmissionScope>,
     /// Bindings.
     pub bindings: BTreeMap<BindingId, Binding>,
-    /// Replicas, in scenario order, with their provider's unknown-outcome
-    /// probability.
+    /// Replicas listed one by one, in scenario order, with their
+    /// provider's unknown-outcome probability.
     pub replicas: Vec<(ReplicaSpec, f64)>,
+    /// Replica groups, in scenario order.
+    pub groups: Vec<GroupPlan>,
+    /// The trace name of every replica endpoint (`replica-<id>`), so a
+    /// caller names the replica it dials, whichever host answers there.
+    pub endpoints: BTreeMap<String, String>,
     /// The registry configuration.
     pub config: RegistryConfig,
 }
@@ -60,6 +65,8 @@ impl FleetPlan {
             scopes: BTreeMap::new(),
             bindings: BTreeMap::new(),
             replicas: Vec::new(),
+            groups: Vec::new(),
+            endpoints: BTreeMap::new(),
             config: RegistryConfig {
                 circuit: CircuitPolicy {
                     enabled: s.registry.circuit_enabled,
@@ -118,7 +125,7 @@ impl FleetPlan {
                 },
             );
         }
-        for i in &f.instances {
+        for i in s.all_instances() {
             let i = i.get_ref();
             let iid = id(InstanceId::new, &i.id)?;
             plan.instances.insert(
@@ -133,7 +140,7 @@ impl FleetPlan {
                 },
             );
         }
-        for sc in &f.scopes {
+        for sc in s.all_scopes() {
             let sc = sc.get_ref();
             let sid = id(ScopeId::new, &sc.id)?;
             plan.scopes.insert(
@@ -146,7 +153,7 @@ impl FleetPlan {
                 },
             );
         }
-        for b in &f.bindings {
+        for b in s.all_bindings() {
             let b = b.get_ref();
             let bid = id(BindingId::new, &b.id)?;
             let scopes = b
@@ -193,7 +200,67 @@ impl FleetPlan {
                 r.unknown_ratio,
             ));
         }
+        for (g, members) in s.group_members() {
+            let host = group_host(&g.name);
+            let mut specs = Vec::with_capacity(members.len());
+            for m in members {
+                let instance = id(InstanceId::new, &m.instance)?;
+                let version = plan
+                    .instances
+                    .get(&instance)
+                    .map(|i| i.version.clone())
+                    .ok_or_else(|| format!("replica {} names unknown instance", m.id))?;
+                specs.push(GroupReplica {
+                    spec: ReplicaSpec {
+                        id: id(ReplicaId::new, &m.id)?,
+                        instance,
+                        version,
+                        endpoint: format!("{host}:{}", m.port).into(),
+                        peer_identity: format!("spiffe://sim/replica/{}", m.id).into(),
+                        region: id(Region::new, &m.region)?,
+                        zone: id(Zone::new, &m.zone)?,
+                        capacity_class: id(CapacityClass::new, &g.class)?,
+                        capacity: g.capacity,
+                    },
+                    port: m.port,
+                });
+            }
+            plan.groups.push(GroupPlan {
+                name: g.name.clone(),
+                host,
+                heartbeat_ms: g.heartbeat_ms.unwrap_or(s.lifecycle.heartbeat_ms),
+                jitter_ms: g.heartbeat_jitter_ms,
+                unknown_ratio: g.unknown_ratio,
+                members: specs,
+            });
+        }
+        plan.endpoints = plan
+            .specs()
+            .iter()
+            .map(|r| (r.endpoint.to_string(), replica_host(r.id.as_str())))
+            .collect();
         Ok(plan)
+    }
+
+    /// The setup publications: every record, referenced ones first, in
+    /// publications of at most `PUBLICATION_CHANGES_MAX` changes.
+    pub fn publications(&self) -> Vec<Publication> {
+        self.publication()
+            .changes
+            .chunks(connreg::limits::PUBLICATION_CHANGES_MAX)
+            .map(|c| Publication {
+                changes: c.to_vec(),
+            })
+            .collect()
+    }
+
+    /// The trace name of the replica at `endpoint`, or the endpoint itself
+    /// when no replica is there.
+    pub fn name_at(&self, endpoint: &str) -> String {
+        self.endpoints
+            .get(endpoint)
+            .cloned()
+            .unwrap_or_else(|| endpoint.to_string())
     }
 
     /// The setup publication: every record, referenced ones first.
@@ -213,17 +280,51 @@ impl FleetPlan {
         Publication { changes }
     }
 
-    /// The replica specs.
+    /// The replica specs: listed ones, then the groups'.
     pub fn specs(&self) -> Vec<ReplicaSpec> {
-        self.replicas.iter().map(|(s, _)| s.clone()).collect()
+        self.replicas
+            .iter()
+            .map(|(s, _)| s.clone())
+            .chain(
+                self.groups
+                    .iter()
+                    .flat_map(|g| g.members.iter().map(|m| m.spec.clone())),
+            )
+            .collect()
     }
+}
+
+/// A replica group, as its host runs it.
+#[derive(Debug, Clone)]
+pub struct GroupPlan {
+    /// The group's name.
+    pub name: String,
+    /// Its host.
+    pub host: String,
+    /// Interval between a replica's heartbeats.
+    pub heartbeat_ms: u64,
+    /// How much earlier than `heartbeat_ms` a heartbeat may come.
+    pub jitter_ms: u64,
+    /// The providers' unknown-outcome probability.
+    pub unknown_ratio: f64,
+    /// The replicas.
+    pub members: Vec<GroupReplica>,
+}
+
+/// One replica of a group.
+#[derive(Debug, Clone)]
+pub struct GroupReplica {
+    /// What it registers.
+    pub spec: ReplicaSpec,
+    /// The port it answers on.
+    pub port: u16,
 }
 
 /// One request kind of the workload mix, as typed values.
 #[derive(Debug, Clone)]
 pub struct MixPlan {
-    /// The tenant.
-    pub tenant: TenantId,
+    /// The tenants: one, or a tenant group's, drawn uniformly.
+    pub tenants: Vec<TenantId>,
     /// The capability.
     pub capability: CapabilityId,
     /// The deployment's topology preference.
@@ -234,9 +335,17 @@ pub struct MixPlan {
 
 impl MixPlan {
     /// The typed form of a validated mix entry.
-    pub fn of(m: &MixEntry) -> Result<MixPlan, String> {
+    pub fn of(s: &Scenario, m: &MixEntry) -> Result<MixPlan, String> {
+        let tenants = match &m.tenants {
+            Some(g) => s
+                .group_tenants(g)
+                .iter()
+                .map(|t| id(TenantId::new, t))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => vec![id(TenantId::new, &m.tenant)?],
+        };
         Ok(MixPlan {
-            tenant: id(TenantId::new, &m.tenant)?,
+            tenants,
             capability: id(CapabilityId::new, &m.capability)?,
             topology: TopologyPreference {
                 preferred_region: m

@@ -34,6 +34,36 @@ pub const REPLICAS_MAX: usize = 64;
 /// the registry bounds at `connreg::limits::PUBLICATION_CHANGES_MAX`.
 pub const FLEET_RECORDS_MAX: usize = 128;
 
+/// Most replica groups in one run (one host each).
+pub const REPLICA_GROUPS_MAX: usize = 64;
+
+/// Most replicas in one replica group: each answers on its own port of the
+/// group's host, from [`GROUP_PORT_BASE`].
+pub const GROUP_REPLICAS_MAX: usize = 10_000;
+
+/// The first port of a replica group's host; replica `i` answers on
+/// `GROUP_PORT_BASE + i`, below turmoil's ephemeral ports (49152 on).
+pub const GROUP_PORT_BASE: u16 = 20_000;
+
+/// Most replicas in one run, listed and in groups. Every replica starts
+/// with a registration; the checkers keep a row for each.
+pub const FLEET_REPLICAS_MAX: usize = 20_000;
+
+/// Most tenant groups in one scenario.
+pub const TENANT_GROUPS_MAX: usize = 64;
+
+/// Most records (tenants, instances, scopes, bindings) the tenant groups of
+/// one scenario generate.
+pub const GENERATED_RECORDS_MAX: usize = 50_000;
+
+/// Most publications the fleet's setup may take: each carries at most
+/// `connreg::limits::PUBLICATION_CHANGES_MAX` changes.
+pub const SETUP_PUBLICATIONS_MAX: usize = 100;
+
+/// Most operator actions one scenario's schedule expands to, repeats
+/// included.
+pub const OPERATIONS_EXPANDED_MAX: usize = 10_000;
+
 /// Most actions one dispatcher starts in a run.
 pub const ACTIONS_PER_DISPATCHER_MAX: u32 = 10_000;
 
@@ -136,6 +166,15 @@ const _: () = {
     assert!(TICK_MS_MAX >= 1);
     assert!(DURATION_MS_MAX >= TICK_MS_MAX);
     assert!(REPLICAS_MAX <= FLEET_RECORDS_MAX);
+    assert!(REPLICAS_MAX <= FLEET_REPLICAS_MAX && GROUP_REPLICAS_MAX <= FLEET_REPLICAS_MAX);
+    assert!(GROUP_PORT_BASE as usize + GROUP_REPLICAS_MAX <= 49_152);
+    assert!(
+        GROUP_PORT_BASE > crate::wire::REPLICA_PORT && GROUP_PORT_BASE > crate::wire::REGISTRY_PORT
+    );
+    assert!(
+        (FLEET_RECORDS_MAX * 6 + GENERATED_RECORDS_MAX)
+            <= SETUP_PUBLICATIONS_MAX * connreg::limits::PUBLICATION_CHANGES_MAX
+    );
     assert!(FRAME_BYTES_MAX > connreg::limits::PAGE_BYTES_MAX);
     assert!(FLEET_RECORDS_MAX * 6 <= connreg::limits::PUBLICATION_CHANGES_MAX);
     assert!(SWEEP_JOBS_MAX >= 1);

@@ -185,7 +185,7 @@ pub(crate) fn simulate<B: Backend>(
         .workload
         .mix
         .iter()
-        .map(|m| MixPlan::of(m.get_ref()))
+        .map(|m| MixPlan::of(&scenario, m.get_ref()))
         .collect::<Result<Vec<_>, _>>()?;
     let ctx = Rc::new(Ctx::new(
         params.seed,
@@ -231,16 +231,21 @@ pub(crate) fn simulate<B: Backend>(
         scenario_sha256: scenario.source.as_ref().map(|s| s.sha256.clone()),
         swarm_draws: params.swarm_draws.clone(),
     })));
-    let publication = plan.publication();
-    let setup = publication.clone();
-    let revision = store
-        .block(move |b| async move { b.catalog_publish(setup).await })
-        .map_err(|e| format!("the fleet's setup publication failed: {e}"))?;
-    ctx.emit(Event::Setup {
-        publication,
-        revision,
-        replicas: plan.specs(),
-    });
+    // A fleet too large for one publication is set up in several, each
+    // validated by the registry as any publication is; the replicas are
+    // named with the first.
+    let mut replicas = Some(plan.specs());
+    for publication in plan.publications() {
+        let setup = publication.clone();
+        let revision = store
+            .block(move |b| async move { b.catalog_publish(setup).await })
+            .map_err(|e| format!("the fleet's setup publication failed: {e}"))?;
+        ctx.emit(Event::Setup {
+            publication,
+            revision,
+            replicas: replicas.take().unwrap_or_default(),
+        });
+    }
 
     let s = &scenario.scenario;
     let mut sim = turmoil::Builder::new()
@@ -357,6 +362,10 @@ fn add_hosts<B: Backend>(sim: &mut turmoil::Sim<'_>, ctx: &Rc<Ctx>, store: &Stor
         sim.host(me.clone(), move || {
             hosts::replica::run(ctx.clone(), spec.clone(), unknown, me.clone())
         });
+    }
+    for (i, g) in ctx.plan.groups.iter().enumerate() {
+        let ctx = ctx.clone();
+        sim.host(g.host.clone(), move || hosts::group::run(ctx.clone(), i));
     }
     for i in 0..s.workload.dispatchers {
         let ctx = ctx.clone();

@@ -285,8 +285,13 @@ impl Checker {
                 revision,
                 replicas,
             } => {
-                self.catalogs
-                    .insert(*revision, CatalogModel::default().apply(publication));
+                // A large fleet is set up in several publications.
+                let base = self
+                    .catalogs
+                    .get(&self.max_published)
+                    .cloned()
+                    .unwrap_or_default();
+                self.catalogs.insert(*revision, base.apply(publication));
                 self.max_published = *revision;
                 for r in replicas {
                     self.specs.insert(r.id.clone(), r.clone());

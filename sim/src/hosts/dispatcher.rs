@@ -20,14 +20,37 @@ use rand::Rng;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use super::rpc::{CallError, call};
+use super::rpc::{CallError, call, call_at};
 use super::{Ctx, Journaled, backoff_ms, between, sleep_ms};
 use crate::fleet::MixPlan;
 use crate::limits::RETRIES_MAX;
 use crate::plant::PlantedBug;
-use crate::scenario::replica_host;
 use crate::trace::Event;
 use crate::wire::{Execution, REGISTRY_PORT, REPLICA_PORT, Request, Response};
+
+/// Where a dispatcher sends an assignment: the endpoint the registry
+/// answered, as a careful client dials it, and the trace name of the
+/// replica there.
+struct Dial {
+    host: String,
+    port: u16,
+    name: String,
+}
+
+impl Dial {
+    fn of(ctx: &Ctx, a: &RouteAssignment) -> Dial {
+        let endpoint = a.destination.endpoint.to_string();
+        let (host, port) = match endpoint.rsplit_once(':') {
+            Some((host, port)) => (host.to_string(), port.parse().unwrap_or(REPLICA_PORT)),
+            None => (endpoint.clone(), REPLICA_PORT),
+        };
+        Dial {
+            host,
+            port,
+            name: ctx.plan.name_at(&endpoint),
+        }
+    }
+}
 
 /// What one action will do, drawn when it starts.
 struct Plan {
@@ -94,6 +117,12 @@ fn draw(ctx: &Ctx, me: &str, inc: u64, n: u64, rng: &mut SmallRng) -> Plan {
         }
         pick -= m.weight;
     }
+    // A tenant group's tenant; one tenant draws nothing, so scenarios
+    // without groups make the same draws as before.
+    let tenant = match chosen.tenants.as_slice() {
+        [one] => one.clone(),
+        many => many[rng.random_range(0..many.len())].clone(),
+    };
     let shared = w.shared_pool > 0 && rng.random_bool(w.shared_ratio);
     let action = if shared {
         format!("pool-{}", rng.random_range(0..w.shared_pool))
@@ -105,7 +134,7 @@ fn draw(ctx: &Ctx, me: &str, inc: u64, n: u64, rng: &mut SmallRng) -> Plan {
         request: RouteRequest {
             action: ActionId::new(action)
                 .unwrap_or_else(|_| unreachable!("generated ids are valid")),
-            tenant: Some(chosen.tenant.clone()),
+            tenant: Some(tenant),
             capability: chosen.capability.clone(),
             topology: chosen.topology.clone(),
         },
@@ -412,17 +441,17 @@ impl Action {
         cancel: bool,
     ) -> Result<Execution, CallError> {
         let w = self.ctx.scenario.workload.clone();
-        let to = replica_host(held.destination.replica.as_str());
+        let to = Dial::of(&self.ctx, held);
         journal(&self.ctx, &self.me, plan.n, |j| j.dispatched = true);
         let request = Request::Execute {
             assignment: held.clone(),
         };
         if !cancel {
-            return match call(
+            return match call_at(
                 &self.ctx,
                 &self.me,
-                &to,
-                REPLICA_PORT,
+                &to.name,
+                (&to.host, to.port),
                 request,
                 w.dispatch_timeout_ms,
             )
@@ -435,7 +464,15 @@ impl Action {
         let ctx = self.ctx.clone();
         let me = self.me.clone();
         let running = tokio::task::spawn_local(async move {
-            call(&ctx, &me, &to, REPLICA_PORT, request, w.dispatch_timeout_ms).await
+            call_at(
+                &ctx,
+                &me,
+                &to.name,
+                (&to.host, to.port),
+                request,
+                w.dispatch_timeout_ms,
+            )
+            .await
         });
         sleep_ms(between(&mut self.rng, [w.exec_ms[0] / 2, w.exec_ms[1] / 2])).await;
         // PIN-5: read the action's route and address its replica.
@@ -457,12 +494,12 @@ impl Action {
                 action: a.identity.action.clone(),
                 fence: a.reservation.fence,
             };
-            let target = replica_host(a.destination.replica.as_str());
-            let _ = call(
+            let target = Dial::of(&self.ctx, &a);
+            let _ = call_at(
                 &self.ctx,
                 &self.me,
-                &target,
-                REPLICA_PORT,
+                &target.name,
+                (&target.host, target.port),
                 cancel,
                 w.rpc_timeout_ms,
             )
@@ -518,9 +555,17 @@ impl Action {
                 action: held.identity.action.clone(),
                 fence: held.reservation.fence,
             };
-            let target = replica_host(held.destination.replica.as_str());
+            let target = Dial::of(&self.ctx, &held);
             let timeout = self.ctx.scenario.workload.rpc_timeout_ms;
-            let stopped = call(&self.ctx, &self.me, &target, REPLICA_PORT, cancel, timeout).await;
+            let stopped = call_at(
+                &self.ctx,
+                &self.me,
+                &target.name,
+                (&target.host, target.port),
+                cancel,
+                timeout,
+            )
+            .await;
             if !matches!(stopped, Ok(Response::Cancel { running: true })) {
                 outcome = Outcome::OutcomeUnknown;
             }

@@ -4,6 +4,8 @@
 //!   of the one shared store.
 //! - `dispatcher`: resolves, dispatches, retries, cancels and settles.
 //! - `replica`: registers, heartbeats, executes and records side effects.
+//! - `group`: the host of a replica group, running each of its replicas
+//!   as `replica` does, one port each.
 //! - `operators`: the catalog administrator, lease maintenance, and
 //!   catalog readers.
 //! - `rpc`: one call, one connection; the server loop.
@@ -15,13 +17,14 @@
 //! keeps on disk) lives here too.
 
 pub(crate) mod dispatcher;
+pub(crate) mod group;
 pub(crate) mod operators;
 pub(crate) mod registry;
 pub(crate) mod replica;
 pub(crate) mod rpc;
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use connreg::ReplicaId;
@@ -46,6 +49,27 @@ pub(crate) struct LoseAnswers {
     pub(crate) windows: Vec<LoseWindow>,
     /// Probability of dropping any answer (chaos), while the faults last.
     pub(crate) ratio: f64,
+}
+
+/// What a fleet-grain fault asks of a replica group's host, by member
+/// index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GroupOrder {
+    /// These replicas crash: no more heartbeats or answers.
+    Crash(Vec<u32>),
+    /// These crashed replicas start again.
+    Restart(Vec<u32>),
+    /// These replicas drain (a graceful shutdown's first step).
+    Drain(Vec<u32>),
+}
+
+/// The fleet-grain faults in force.
+#[derive(Debug, Default)]
+pub(crate) struct FleetFaults {
+    /// Zones whose replicas send no heartbeat.
+    pub(crate) silenced: BTreeSet<String>,
+    /// Orders each group's host has not taken yet, by group name.
+    pub(crate) orders: BTreeMap<String, Vec<GroupOrder>>,
 }
 
 /// A dispatcher's durable progress: what a real dispatcher keeps on disk.
@@ -84,6 +108,8 @@ pub(crate) struct Ctx {
     health_seq: RefCell<BTreeMap<ReplicaId, u64>>,
     pub(crate) dispatchers: RefCell<BTreeMap<String, DispatcherProgress>>,
     pub(crate) lose: RefCell<LoseAnswers>,
+    /// Fleet-grain faults.
+    pub(crate) fleet: RefCell<FleetFaults>,
     /// A bug planted in the hosts (registry or dispatcher), if any.
     pub(crate) plant: Option<PlantedBug>,
 }
@@ -113,6 +139,7 @@ impl Ctx {
             health_seq: RefCell::new(BTreeMap::new()),
             dispatchers: RefCell::new(BTreeMap::new()),
             lose: RefCell::new(LoseAnswers::default()),
+            fleet: RefCell::new(FleetFaults::default()),
             plant,
         }
     }
@@ -152,6 +179,12 @@ impl Ctx {
         let seq = seqs.entry(replica.clone()).or_insert(0);
         *seq += 1;
         *seq
+    }
+
+    /// True while a fault silences `zone`'s heartbeats.
+    pub(crate) fn zone_silenced(&self, zone: &str) -> bool {
+        let fleet = self.fleet.borrow();
+        !fleet.silenced.is_empty() && fleet.silenced.contains(zone)
     }
 
     /// True when this answer to `op` is to be dropped.

@@ -7,8 +7,10 @@ use connreg::catalog::{CatalogQuery, Reader};
 use connreg::request::CircuitCloseParams;
 use connreg::{
     BindingId, CapabilityId, Change, ConnectorTypeId, InstanceId, MaintainParams, Publication,
-    ReplicaId, TenantId, VersionId,
+    ReplicaId, ScopeId, TenantId, VersionId,
 };
+
+use rand::Rng;
 
 use super::rpc::call;
 use super::{Ctx, sleep_ms};
@@ -19,7 +21,12 @@ use crate::wire::{REGISTRY_PORT, Request, Response};
 
 /// Calls registry hosts in turn until one answers, at most `RETRIES_MAX`
 /// times. Returns `None` when none did.
-async fn call_any(ctx: &Ctx, me: &str, start: &mut usize, request: Request) -> Option<Response> {
+pub(crate) async fn call_any(
+    ctx: &Ctx,
+    me: &str,
+    start: &mut usize,
+    request: Request,
+) -> Option<Response> {
     let timeout = ctx.scenario.workload.rpc_timeout_ms;
     for _ in 0..RETRIES_MAX {
         let to = ctx.registry_hosts[*start % ctx.registry_hosts.len()].clone();
@@ -40,13 +47,15 @@ pub(crate) async fn admin(ctx: Rc<Ctx>) -> turmoil::Result {
     let me = ADMIN_HOST;
     let (_, _rng) = ctx.start(me);
     let mut records = (*ctx.plan).clone();
+    let duration = ctx.scenario.scenario.duration_ms;
     let mut ops: Vec<Operation> = ctx
         .scenario
         .workload
         .operations
         .iter()
-        .map(|o| o.get_ref().clone())
+        .flat_map(|o| o.get_ref().expand(duration))
         .collect();
+    // Stable: operations due at one time run in file order.
     ops.sort_by_key(|o| o.at_ms);
     let every = ctx.scenario.workload.touch_every_ms;
     let end = ctx.scenario.scenario.duration_ms;
@@ -155,6 +164,13 @@ fn operation(records: &mut FleetPlan, o: &Operation) -> Option<Request> {
             d.summary = format!("{} (simulated, touched at {} ms)", d.id, o.at_ms);
             publish(vec![Change::UpsertDefinition(d.clone())])
         }
+        OperationKind::SetScope => {
+            let sc = records
+                .scopes
+                .get_mut(&ScopeId::new(text(&o.scope)).ok()?)?;
+            sc.limit = o.limit?;
+            publish(vec![Change::UpsertScope(sc.clone())])
+        }
     })
 }
 
@@ -191,22 +207,37 @@ pub(crate) async fn maintainer(ctx: Rc<Ctx>) -> turmoil::Result {
 /// restarting from the first page on StaleCursor (CAT-9).
 pub(crate) async fn reader(ctx: Rc<Ctx>, index: usize) -> turmoil::Result {
     let me = crate::scenario::reader_host(index);
-    let (_, _rng) = ctx.start(&me);
+    let (_, mut rng) = ctx.start(&me);
     let spec = ctx.scenario.workload.readers[index].get_ref().clone();
-    let reader = match spec.reader.as_str() {
-        "internal" => Reader::Internal {
+    let group: Vec<TenantId> = match &spec.tenants {
+        Some(g) => ctx
+            .scenario
+            .group_tenants(g)
+            .iter()
+            .map(|t| TenantId::new(t.clone()))
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
+    let fixed = match spec.reader.as_str() {
+        "" => None,
+        "internal" => Some(Reader::Internal {
             include_unbound: false,
-        },
-        "internal-unbound" => Reader::Internal {
+        }),
+        "internal-unbound" => Some(Reader::Internal {
             include_unbound: true,
-        },
-        "anonymous" => Reader::Anonymous,
-        tenant => Reader::Tenant(TenantId::new(tenant)?),
+        }),
+        "anonymous" => Some(Reader::Anonymous),
+        tenant => Some(Reader::Tenant(TenantId::new(tenant)?)),
     };
     let timeout = ctx.scenario.workload.rpc_timeout_ms;
     let mut target = index;
     loop {
         sleep_ms(spec.every_ms).await;
+        // A tenant group's reader reads as one of its tenants a session.
+        let reader = match &fixed {
+            Some(r) => r.clone(),
+            None => Reader::Tenant(group[rng.random_range(0..group.len())].clone()),
+        };
         let mut cursor = None;
         for _ in 0..READER_SESSION_PAGES_MAX {
             let query = CatalogQuery {

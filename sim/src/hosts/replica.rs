@@ -23,6 +23,14 @@ use crate::wire::{Envelope, Execution, REGISTRY_PORT, REPLICA_PORT, Request, Res
 
 type Running = RefCell<BTreeMap<(ActionId, FenceToken), oneshot::Sender<()>>>;
 
+/// How often a replica heartbeats: every `every_ms`, or a draw from
+/// `[every_ms - jitter_ms, every_ms]` when `jitter_ms` is set.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Beat {
+    pub(crate) every_ms: u64,
+    pub(crate) jitter_ms: u64,
+}
+
 /// Runs one incarnation of the replica host `me` for `spec`.
 pub(crate) async fn run(
     ctx: Rc<Ctx>,
@@ -30,15 +38,36 @@ pub(crate) async fn run(
     unknown_ratio: f64,
     me: String,
 ) -> turmoil::Result {
+    let beat = Beat {
+        every_ms: ctx.scenario.lifecycle.heartbeat_ms,
+        jitter_ms: 0,
+    };
+    serve_replica(ctx, spec, unknown_ratio, me, REPLICA_PORT, beat).await
+}
+
+/// Runs one incarnation of a replica: its heartbeats, and its executions
+/// on `port`. `me` is its name in the trace; a replica of a group runs on
+/// its group's host, one port each.
+pub(crate) async fn serve_replica(
+    ctx: Rc<Ctx>,
+    spec: ReplicaSpec,
+    unknown_ratio: f64,
+    me: String,
+    port: u16,
+    beat: Beat,
+) -> turmoil::Result {
     let (_, rng) = ctx.start(&me);
     let rng = Rc::new(RefCell::new(rng));
     let running: Rc<Running> = Rc::new(RefCell::new(BTreeMap::new()));
-    tokio::task::spawn_local(lifecycle(
+    let heartbeats = tokio::task::spawn_local(lifecycle(
         ctx.clone(),
         spec.clone(),
         me.clone(),
         rng.clone(),
+        beat,
     ));
+    // The heartbeats stop with this incarnation (a crashed group replica).
+    let _stop = AbortOnDrop(heartbeats);
     let handler = Rc::new(move |envelope: Envelope| {
         let ctx = ctx.clone();
         let spec = spec.clone();
@@ -69,7 +98,16 @@ pub(crate) async fn run(
             Some(response)
         }
     });
-    serve(REPLICA_PORT, handler).await
+    serve(port, handler).await
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn handle(
@@ -131,14 +169,34 @@ async fn handle(
 
 /// Registers, then heartbeats forever; registers again when the registry
 /// has marked it offline (after its lease expired).
-async fn lifecycle(ctx: Rc<Ctx>, spec: ReplicaSpec, me: String, rng: Rc<RefCell<SmallRng>>) {
+async fn lifecycle(
+    ctx: Rc<Ctx>,
+    spec: ReplicaSpec,
+    me: String,
+    rng: Rc<RefCell<SmallRng>>,
+    beat: Beat,
+) {
     let l = ctx.scenario.lifecycle.clone();
+    let every = |rng: &RefCell<SmallRng>| {
+        if beat.jitter_ms == 0 {
+            beat.every_ms
+        } else {
+            let low = beat.every_ms.saturating_sub(beat.jitter_ms).max(1);
+            between(&mut rng.borrow_mut(), [low, beat.every_ms])
+        }
+    };
     let timeout = ctx.scenario.workload.rpc_timeout_ms;
     let hosts = ctx.registry_hosts.clone();
     let mut target = rng.borrow_mut().random_range(0..hosts.len());
     let mut registered = false;
     let mut failures = 0u32;
     loop {
+        // A silenced zone (a fleet-grain fault) sends nothing: its
+        // replicas' leases run out while they keep serving.
+        if ctx.zone_silenced(spec.zone.as_str()) {
+            sleep_ms(every(&rng)).await;
+            continue;
+        }
         let request = if registered {
             Request::Heartbeat {
                 params: HeartbeatParams {
@@ -161,11 +219,11 @@ async fn lifecycle(ctx: Rc<Ctx>, spec: ReplicaSpec, me: String, rng: Rc<RefCell<
             Ok(Response::Register { result: Ok(_) }) => {
                 registered = true;
                 failures = 0;
-                l.heartbeat_ms
+                every(&rng)
             }
             Ok(Response::Heartbeat { result: Ok(_) }) => {
                 failures = 0;
-                l.heartbeat_ms
+                every(&rng)
             }
             Ok(Response::Heartbeat { result: Err(e) }) if e.kind == "replica_unavailable" => {
                 // Marked offline while alive: come back at once.
@@ -176,7 +234,7 @@ async fn lifecycle(ctx: Rc<Ctx>, spec: ReplicaSpec, me: String, rng: Rc<RefCell<
                 failures += 1;
                 target = (target + 1) % hosts.len();
                 if registered {
-                    l.heartbeat_ms
+                    every(&rng)
                 } else {
                     backoff_ms(
                         &mut rng.borrow_mut(),

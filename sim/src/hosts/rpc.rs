@@ -29,6 +29,20 @@ pub(crate) async fn call(
     request: Request,
     timeout_ms: u64,
 ) -> Result<Response, CallError> {
+    call_at(ctx, from, to, (to, port), request, timeout_ms).await
+}
+
+/// Calls the host and port `at`, which the trace names `to` (a replica of
+/// a group answers on its group's host), and waits at most `timeout_ms`
+/// simulated milliseconds.
+pub(crate) async fn call_at(
+    ctx: &Ctx,
+    from: &str,
+    to: &str,
+    at: (&str, u16),
+    request: Request,
+    timeout_ms: u64,
+) -> Result<Response, CallError> {
     let id = ctx.next_rpc_id();
     ctx.emit(Event::Rpc {
         id,
@@ -42,7 +56,7 @@ pub(crate) async fn call(
         request,
     };
     let exchange = async {
-        let mut stream = TcpStream::connect((to, port)).await?;
+        let mut stream = TcpStream::connect(at).await?;
         write_frame(&mut stream, &envelope).await?;
         read_frame::<_, Response>(&mut stream).await
     };
@@ -66,17 +80,21 @@ pub(crate) async fn call(
 
 /// Accepts calls on `port` forever; each connection carries one call,
 /// handled on its own task. The handler records its reply and returns
-/// `None` to drop it.
+/// `None` to drop it. Dropping the returned future (a crash) stops the
+/// calls in progress too: they never answer.
 pub(crate) async fn serve<H, Fut>(port: u16, handler: Rc<H>) -> turmoil::Result
 where
     H: Fn(Envelope) -> Fut + 'static,
     Fut: Future<Output = Option<Response>> + 'static,
 {
     let listener = TcpListener::bind(("0.0.0.0", port)).await?;
+    let mut calls = tokio::task::JoinSet::new();
     loop {
         let (mut stream, _) = listener.accept().await?;
+        // Forget the calls that ended: the set holds only those in flight.
+        while calls.try_join_next().is_some() {}
         let handler = handler.clone();
-        tokio::task::spawn_local(async move {
+        calls.spawn_local(async move {
             let Ok(envelope) = read_frame::<_, Envelope>(&mut stream).await else {
                 return;
             };

@@ -15,6 +15,12 @@ impl Scenario {
                 .iter()
                 .map(|r| replica_host(&r.get_ref().id)),
         );
+        names.extend(
+            self.fleet
+                .replica_groups
+                .iter()
+                .map(|g| super::group_host(&g.get_ref().name)),
+        );
         names.extend((0..self.workload.dispatchers).map(dispatcher_host));
         names.extend((0..self.workload.readers.len()).map(reader_host));
         names.push(ADMIN_HOST.to_string());

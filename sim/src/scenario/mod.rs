@@ -7,6 +7,8 @@
 //!
 //! - `schema`: the types of a scenario file, one a table.
 //! - `faults`: the fault tables, `[[faults]]` and `[chaos]`.
+//! - `generate`: the records tenant groups generate, the replicas of a
+//!   replica group.
 //! - `hosts`: the host names of a scenario's world, and host selectors.
 //! - `parse`: reading and parsing a file, and the built-in standard
 //!   scenario.
@@ -14,6 +16,7 @@
 //! - `validate`: everything the types alone do not check.
 
 mod faults;
+mod generate;
 mod hosts;
 mod location;
 mod parse;
@@ -21,6 +24,7 @@ mod schema;
 mod validate;
 
 pub use faults::{Chaos, CutMode, FaultKind, FaultSpec, REGISTRY_OPS};
+pub use generate::{Generated, GroupMember, group_host};
 pub use hosts::{
     ADMIN_HOST, MAINTAINER_HOST, dispatcher_host, reader_host, registry_host, replica_host,
     select_hosts,
@@ -28,6 +32,6 @@ pub use hosts::{
 pub use parse::{STANDARD_SCENARIO, STANDARD_SCENARIO_PATH, ScenarioError};
 pub use schema::{
     BindingSpec, Expect, Fleet, InstanceSpec, Lifecycle, Meta, MixEntry, Operation, OperationKind,
-    ReaderEntry, RegistrySettings, ReplicaEntry, Scenario, ScenarioSource, ScopeSpec, TypeSpec,
-    VersionSpec, Workload,
+    Placement, ReaderEntry, RegistrySettings, ReplicaEntry, ReplicaGroup, Scenario, ScenarioSource,
+    ScopeSpec, TenantGroup, TypeSpec, VersionSpec, Workload,
 };

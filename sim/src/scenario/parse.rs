@@ -63,7 +63,8 @@ impl Scenario {
             message: e.message().to_string(),
         })?;
         scenario
-            .validate()
+            .generate()
+            .and_then(|()| scenario.validate())
             .map_err(|(at, message)| ScenarioError::Invalid {
                 file: file.to_string(),
                 line: line_of(text, at.offset(text)),

@@ -8,7 +8,7 @@ use connreg::{CrossRegion, ScopeKind};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::{Chaos, FaultSpec};
+use super::{Chaos, FaultSpec, Generated};
 use crate::counters::CounterBounds;
 
 /// One scenario: fleet, workload, faults, run length and expectations.
@@ -40,6 +40,9 @@ pub struct Scenario {
     /// recorded in the trace so a replay can tell an edited file.
     #[serde(skip)]
     pub source: Option<ScenarioSource>,
+    /// The records the tenant groups generate (filled when parsed).
+    #[serde(skip)]
+    pub generated: Generated,
 }
 
 /// Where a scenario came from.
@@ -191,7 +194,95 @@ pub struct Fleet {
     /// `[[fleet.bindings]]`.
     pub bindings: Vec<Spanned<BindingSpec>>,
     /// `[[fleet.replicas]]`: one replica host each.
+    #[serde(default)]
     pub replicas: Vec<Spanned<ReplicaEntry>>,
+    /// `[[fleet.tenant_groups]]`: generated tenants, each with its
+    /// instances, scope and bindings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenant_groups: Vec<Spanned<TenantGroup>>,
+    /// `[[fleet.replica_groups]]`: many replicas, simulated together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_groups: Vec<Spanned<ReplicaGroup>>,
+}
+
+/// Generated tenants: `count` tenants named by `pattern`, each with
+/// `instances` instances of `version`, an optional tenant scope, and one
+/// binding per capability and instance. The records are named after the
+/// tenant: instances `<tenant>-i<k>`, the scope `<tenant>-scope`, bindings
+/// `<tenant>-b<c>-<k>` (capability `c` of the list, instance `k`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantGroup {
+    /// The group's name, which mix entries, readers and replica groups
+    /// refer to.
+    pub name: String,
+    /// How many tenants.
+    pub count: u32,
+    /// Tenant IDs: `{i}` is the tenant's number, zero-padded to the width
+    /// of `count - 1`. Default `<name>-{i}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// The version every instance installs.
+    pub version: String,
+    /// Instances per tenant.
+    #[serde(default = "one")]
+    pub instances: u32,
+    /// Capabilities bound; every capability of `version` when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    /// The limit of each tenant's admission scope, which all its bindings
+    /// reserve; no scope when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_limit: Option<u32>,
+}
+
+/// Where a group's replicas run: they are spread over these placements
+/// in turn.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    /// Region.
+    pub region: String,
+    /// Zone.
+    pub zone: String,
+}
+
+/// Many replicas described once: `count` replicas named `<name>-<i>`
+/// (zero-padded), simulated by one host (`fleet-<name>`, a port each)
+/// that runs each replica's heartbeats and executions as its own host
+/// would.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaGroup {
+    /// The group's name.
+    pub name: String,
+    /// How many replicas.
+    pub count: u32,
+    /// The instance they all serve; or `tenants`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// A tenant group whose instances the replicas serve, in turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<String>,
+    /// Placements, taken in turn.
+    pub spread: Vec<Placement>,
+    /// Capacity class.
+    #[serde(default = "default_class")]
+    pub class: String,
+    /// Most concurrent reservations of each replica.
+    pub capacity: u32,
+    /// Interval between a replica's heartbeats; `lifecycle.heartbeat_ms`
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_ms: Option<u64>,
+    /// Each heartbeat interval is drawn from `[heartbeat_ms - jitter,
+    /// heartbeat_ms]`, so a group does not beat in lockstep.
+    #[serde(default)]
+    pub heartbeat_jitter_ms: u64,
+    /// Probability that the provider behind a replica leaves an
+    /// execution's outcome unknown.
+    #[serde(default)]
+    pub unknown_ratio: f64,
 }
 
 /// A connector type.
@@ -423,8 +514,13 @@ fn default_dispatch_retries() -> u32 {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct MixEntry {
-    /// The verified tenant.
+    /// The verified tenant; or `tenants`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant: String,
+    /// A tenant group: each action asks as one of its tenants, drawn
+    /// uniformly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<String>,
     /// The capability.
     pub capability: String,
     /// Relative weight.
@@ -448,8 +544,14 @@ pub struct MixEntry {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReaderEntry {
-    /// `internal`, `internal-unbound`, `anonymous`, or a tenant ID.
+    /// `internal`, `internal-unbound`, `anonymous`, or a tenant ID; or
+    /// `tenants`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reader: String,
+    /// A tenant group: each paging session reads as one of its tenants,
+    /// drawn uniformly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<String>,
     /// Items per page.
     #[serde(default = "one")]
     pub page_items: u32,
@@ -480,6 +582,8 @@ pub enum OperationKind {
     SetVersion,
     /// Re-publish `capability`'s definition (a revision bump).
     Touch,
+    /// Publish `scope` with `limit`.
+    SetScope,
 }
 
 /// `[[workload.operations]]`: one operator action.
@@ -508,6 +612,19 @@ pub struct Operation {
     /// For `touch`.
     #[serde(default)]
     pub capability: Option<String>,
+    /// For `set_scope`.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// For `set_scope`.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Repeat the operation at this interval until `until_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_ms: Option<u64>,
+    /// The last time a repeated operation may run (default
+    /// `scenario.duration_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<u64>,
     /// For `set_binding`, `set_instance`, `set_type`.
     #[serde(default)]
     pub enabled: Option<bool>,
@@ -517,6 +634,33 @@ pub struct Operation {
     /// For `set_version`.
     #[serde(default)]
     pub qualified: Option<bool>,
+}
+
+impl Operation {
+    /// The times it runs: `at_ms`, then every `every_ms` until `until_ms`
+    /// (default `duration_ms`).
+    pub fn times(&self, duration_ms: u64) -> usize {
+        match self.every_ms {
+            Some(every) if every > 0 => {
+                let until = self.until_ms.unwrap_or(duration_ms);
+                (until.saturating_sub(self.at_ms) / every) as usize + 1
+            }
+            _ => 1,
+        }
+    }
+
+    /// The operation at each of its times, in order.
+    pub fn expand(&self, duration_ms: u64) -> Vec<Operation> {
+        let every = self.every_ms.unwrap_or(0);
+        (0..self.times(duration_ms) as u64)
+            .map(|k| Operation {
+                at_ms: self.at_ms + k * every,
+                every_ms: None,
+                until_ms: None,
+                ..self.clone()
+            })
+            .collect()
+    }
 }
 
 /// `[expect]`: outcome counts the run must see.

@@ -14,9 +14,10 @@ use super::{
 };
 use crate::limits::{
     ACTIONS_PER_DISPATCHER_MAX, CHAOS_FAULTS_MAX, DB_STALL_MS_MAX, DISPATCHER_CONCURRENCY_MAX,
-    DISPATCHERS_MAX, DUPLICATES_MAX, DURATION_MS_MAX, FLEET_RECORDS_MAX, LATENCY_MS_MAX,
-    LIVENESS_MS_MAX, MIX_ENTRIES_MAX, READERS_MAX, REGISTRY_HOSTS_MAX, REPLICAS_MAX, RETRIES_MAX,
-    SCHEDULE_ENTRIES_MAX, TICK_MS_MAX,
+    DISPATCHERS_MAX, DUPLICATES_MAX, DURATION_MS_MAX, FLEET_RECORDS_MAX, FLEET_REPLICAS_MAX,
+    LATENCY_MS_MAX, LIVENESS_MS_MAX, MIX_ENTRIES_MAX, OPERATIONS_EXPANDED_MAX, READERS_MAX,
+    REGISTRY_HOSTS_MAX, REPLICAS_MAX, RETRIES_MAX, SCHEDULE_ENTRIES_MAX, SETUP_PUBLICATIONS_MAX,
+    TICK_MS_MAX,
 };
 
 impl Scenario {
@@ -165,11 +166,17 @@ impl Validator<'_> {
                 format!("{what} has {n} entries, more than {FLEET_RECORDS_MAX}")
             })?;
         }
-        ensure(
-            !f.replicas.is_empty() && f.replicas.len() <= REPLICAS_MAX,
-            0,
-            || format!("fleet.replicas must have 1 to {REPLICAS_MAX} entries"),
-        )?;
+        ensure(f.replicas.len() <= REPLICAS_MAX, 0, || {
+            format!(
+                "fleet.replicas has more than {REPLICAS_MAX} entries (use fleet.replica_groups for more)"
+            )
+        })?;
+        let total = self.s.replica_count();
+        ensure(total >= 1 && total <= FLEET_REPLICAS_MAX, 0, || {
+            format!(
+                "the fleet must have 1 to {FLEET_REPLICAS_MAX} replicas (fleet.replicas and fleet.replica_groups), got {total}"
+            )
+        })?;
         let mut seen = BTreeSet::new();
         let mut types = BTreeSet::new();
         for t in &f.types {
@@ -208,8 +215,9 @@ impl Validator<'_> {
                 format!("duplicate version {:?}", v.id)
             })?;
         }
+        self.tenant_groups(&versions)?;
         let mut instances: BTreeMap<&str, &InstanceSpec> = BTreeMap::new();
-        for i in &f.instances {
+        for i in self.s.all_instances() {
             let at = i.span().start;
             let i = i.get_ref();
             id_ok(at, "instance", &i.id, connreg::InstanceId::new)?;
@@ -222,7 +230,7 @@ impl Validator<'_> {
             })?;
         }
         let mut scopes: BTreeMap<&str, &ScopeSpec> = BTreeMap::new();
-        for (i, s) in f.scopes.iter().enumerate() {
+        for (i, s) in self.s.all_scopes().enumerate() {
             let at = s.span().start;
             let s = s.get_ref();
             id_ok(at, "scope", &s.id, connreg::ScopeId::new)?;
@@ -245,7 +253,8 @@ impl Validator<'_> {
                 format!("duplicate scope {:?}", s.id)
             })?;
         }
-        for b in &f.bindings {
+        let mut per_capability: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for b in self.s.all_bindings() {
             let at = b.span().start;
             let b = b.get_ref();
             id_ok(at, "binding", &b.id, connreg::BindingId::new)?;
@@ -273,6 +282,24 @@ impl Validator<'_> {
                     b.id, b.capability
                 )
             })?;
+            let n = per_capability
+                .entry((b.tenant.as_str(), b.capability.as_str()))
+                .or_default();
+            *n += 1;
+            ensure(
+                *n <= connreg::limits::TENANT_CAPABILITY_BINDINGS_MAX,
+                at,
+                || {
+                    format!(
+                        "binding {:?}: tenant {:?} has more than {} bindings of capability {:?} \
+                         (connreg::limits::TENANT_CAPABILITY_BINDINGS_MAX)",
+                        b.id,
+                        b.tenant,
+                        connreg::limits::TENANT_CAPABILITY_BINDINGS_MAX,
+                        b.capability
+                    )
+                },
+            )?;
             ensure(
                 b.scopes.len() <= connreg::limits::BINDING_SCOPES_MAX,
                 at,
@@ -318,12 +345,196 @@ impl Validator<'_> {
                 format!("duplicate replica {:?}", r.id)
             })?;
         }
+        let mut per_instance: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &f.replicas {
+            *per_instance
+                .entry(r.get_ref().instance.clone())
+                .or_default() += 1;
+        }
+        self.replica_groups(&instances, &mut replicas, &mut per_instance)?;
+        for (instance, n) in per_instance {
+            ensure(n <= connreg::limits::INSTANCE_REPLICAS_MAX, 0, || {
+                format!(
+                    "instance {instance:?} has {n} replicas, more than {} (connreg::limits::INSTANCE_REPLICAS_MAX)",
+                    connreg::limits::INSTANCE_REPLICAS_MAX
+                )
+            })?;
+        }
+        let definitions: BTreeSet<&String> = f
+            .versions
+            .iter()
+            .flat_map(|v| &v.get_ref().capabilities)
+            .collect();
+        let changes = f.types.len()
+            + definitions.len()
+            + f.versions.len()
+            + instances.len()
+            + scopes.len()
+            + seen.len();
+        let most = SETUP_PUBLICATIONS_MAX * connreg::limits::PUBLICATION_CHANGES_MAX;
+        ensure(changes <= most, 0, || {
+            format!(
+                "the fleet's setup takes {changes} changes, more than {SETUP_PUBLICATIONS_MAX} publications of {} (connreg::limits::PUBLICATION_CHANGES_MAX)",
+                connreg::limits::PUBLICATION_CHANGES_MAX
+            )
+        })
+    }
+
+    fn tenant_groups(&self, versions: &BTreeMap<&str, &VersionSpec>) -> Check {
+        let mut names = BTreeSet::new();
+        for (n, g) in self.s.fleet.tenant_groups.iter().enumerate() {
+            let at = g.span().start;
+            let g = g.get_ref();
+            id_ok(at, "tenant group", &g.name, connreg::TenantId::new)?;
+            ensure(names.insert(g.name.as_str()), at, || {
+                format!("duplicate tenant group {:?}", g.name)
+            })?;
+            let Some(version) = versions.get(g.version.as_str()) else {
+                return fail(
+                    at,
+                    format!(
+                        "tenant group {:?} names unknown version {:?}",
+                        g.name, g.version
+                    ),
+                );
+            };
+            for c in &g.capabilities {
+                ensure(version.capabilities.contains(c), at, || {
+                    format!(
+                        "tenant group {:?}: version {:?} does not implement {c:?}",
+                        g.name, g.version
+                    )
+                })?;
+            }
+            if let Some(limit) = g.scope_limit {
+                bounded(
+                    At::Key(format!("fleet.tenant_groups.{n}.scope_limit")),
+                    "scope_limit",
+                    limit.into(),
+                    1,
+                    connreg::limits::SCOPE_LIMIT_MAX.into(),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn replica_groups(
+        &self,
+        instances: &BTreeMap<&str, &InstanceSpec>,
+        replicas: &mut BTreeSet<String>,
+        per_instance: &mut BTreeMap<String, usize>,
+    ) -> Check {
+        let mut names = BTreeSet::new();
+        let hosts: BTreeSet<String> = self
+            .s
+            .fleet
+            .replicas
+            .iter()
+            .map(|r| super::replica_host(&r.get_ref().id))
+            .collect();
+        for ((n, entry), (_, members)) in self
+            .s
+            .fleet
+            .replica_groups
+            .iter()
+            .enumerate()
+            .zip(self.s.group_members())
+        {
+            let at = entry.span().start;
+            let key = |name: &str| At::Key(format!("fleet.replica_groups.{n}.{name}"));
+            let g = entry.get_ref();
+            id_ok(at, "replica group", &g.name, connreg::ReplicaId::new)?;
+            ensure(names.insert(g.name.as_str()), at, || {
+                format!("duplicate replica group {:?}", g.name)
+            })?;
+            ensure(!hosts.contains(&super::group_host(&g.name)), at, || {
+                format!("replica group {:?}: its host name is taken", g.name)
+            })?;
+            match (&g.instance, &g.tenants) {
+                (Some(i), None) => ensure(instances.contains_key(i.as_str()), at, || {
+                    format!("replica group {:?} names unknown instance {i:?}", g.name)
+                })?,
+                (None, Some(t)) => ensure(!self.s.group_tenants(t).is_empty(), at, || {
+                    format!(
+                        "replica group {:?} names unknown tenant group {t:?}",
+                        g.name
+                    )
+                })?,
+                _ => {
+                    return fail(
+                        at,
+                        format!(
+                            "replica group {:?} needs exactly one of `instance` and `tenants`",
+                            g.name
+                        ),
+                    );
+                }
+            }
+            ensure(
+                !g.spread.is_empty() && g.spread.len() <= REPLICAS_MAX,
+                key("spread"),
+                || {
+                    format!(
+                        "replica group {:?}: spread must have 1 to {REPLICAS_MAX} placements",
+                        g.name
+                    )
+                },
+            )?;
+            for p in &g.spread {
+                id_ok(at, "region", &p.region, connreg::Region::new)?;
+                id_ok(at, "zone", &p.zone, connreg::Zone::new)?;
+            }
+            id_ok(at, "class", &g.class, connreg::CapacityClass::new)?;
+            bounded(
+                key("capacity"),
+                "capacity",
+                g.capacity.into(),
+                1,
+                connreg::limits::REPLICA_CAPACITY_MAX.into(),
+            )?;
+            let beat = g.heartbeat_ms.unwrap_or(self.s.lifecycle.heartbeat_ms);
+            bounded(
+                key("heartbeat_ms"),
+                "heartbeat_ms",
+                beat,
+                1,
+                DURATION_MS_MAX,
+            )?;
+            ensure(
+                beat < self.s.lifecycle.lease_ttl_ms,
+                key("heartbeat_ms"),
+                || {
+                    format!(
+                        "replica group {:?}: heartbeat_ms ({beat}) must be below lifecycle.lease_ttl_ms ({})",
+                        g.name, self.s.lifecycle.lease_ttl_ms
+                    )
+                },
+            )?;
+            ensure(
+                g.heartbeat_jitter_ms < beat,
+                key("heartbeat_jitter_ms"),
+                || {
+                    format!(
+                        "replica group {:?}: heartbeat_jitter_ms must be below heartbeat_ms ({beat})",
+                        g.name
+                    )
+                },
+            )?;
+            ratio_ok(key("unknown_ratio"), "unknown_ratio", g.unknown_ratio)?;
+            for m in &members {
+                id_ok(at, "replica", &m.id, connreg::ReplicaId::new)?;
+                ensure(replicas.insert(m.id.clone()), at, || {
+                    format!("replica group {:?}: duplicate replica {:?}", g.name, m.id)
+                })?;
+                *per_instance.entry(m.instance.clone()).or_default() += 1;
+            }
+        }
         Ok(())
     }
 
     fn workload(&self) -> Check {
         let w = &self.s.workload;
-        let f = &self.s.fleet;
         bounded(
             At::Named,
             "workload.dispatchers",
@@ -419,15 +630,29 @@ impl Validator<'_> {
             0,
             || format!("workload.mix must have 1 to {MIX_ENTRIES_MAX} entries"),
         )?;
-        let tenants: BTreeSet<&str> = f
-            .instances
-            .iter()
+        let tenants: BTreeSet<&str> = self
+            .s
+            .all_instances()
             .map(|i| i.get_ref().tenant.as_str())
             .collect();
+        let group = |at: usize, name: &Option<String>| -> Check {
+            match name {
+                Some(g) => ensure(!self.s.group_tenants(g).is_empty(), at, || {
+                    format!("unknown tenant group {g:?}")
+                }),
+                None => Ok(()),
+            }
+        };
         for m in &w.mix {
             let at = m.span().start;
             let m = m.get_ref();
-            id_ok(at, "tenant", &m.tenant, connreg::TenantId::new)?;
+            ensure(m.tenant.is_empty() != m.tenants.is_none(), at, || {
+                "a mix entry needs exactly one of `tenant` and `tenants`".into()
+            })?;
+            group(at, &m.tenants)?;
+            if m.tenants.is_none() {
+                id_ok(at, "tenant", &m.tenant, connreg::TenantId::new)?;
+            }
             id_ok(at, "capability", &m.capability, connreg::CapabilityId::new)?;
             id_ok(at, "class", &m.class, connreg::CapacityClass::new)?;
             if let Some(r) = &m.region {
@@ -449,10 +674,16 @@ impl Validator<'_> {
         for (i, r) in w.readers.iter().enumerate() {
             let at = r.span().start;
             let r = r.get_ref();
-            if !matches!(
-                r.reader.as_str(),
-                "internal" | "internal-unbound" | "anonymous"
-            ) {
+            ensure(r.reader.is_empty() != r.tenants.is_none(), at, || {
+                "a reader needs exactly one of `reader` and `tenants`".into()
+            })?;
+            group(at, &r.tenants)?;
+            if r.tenants.is_none()
+                && !matches!(
+                    r.reader.as_str(),
+                    "internal" | "internal-unbound" | "anonymous"
+                )
+            {
                 id_ok(at, "reader tenant", &r.reader, connreg::TenantId::new)?;
                 ensure(tenants.contains(r.reader.as_str()), at, || {
                     format!("reader {:?} is no tenant of the fleet", r.reader)
@@ -476,8 +707,17 @@ impl Validator<'_> {
         ensure(w.operations.len() <= SCHEDULE_ENTRIES_MAX, 0, || {
             format!("workload.operations has more than {SCHEDULE_ENTRIES_MAX} entries")
         })?;
+        let mut expanded = 0usize;
         for o in &w.operations {
-            self.operation(o.span().start, o.get_ref())?;
+            let at = o.span().start;
+            let o = o.get_ref();
+            self.operation(at, o)?;
+            expanded = expanded.saturating_add(o.times(self.s.scenario.duration_ms));
+            ensure(expanded <= OPERATIONS_EXPANDED_MAX, at, || {
+                format!(
+                    "workload.operations expand to more than {OPERATIONS_EXPANDED_MAX} operator actions with their repeats"
+                )
+            })?;
         }
         Ok(())
     }
@@ -487,6 +727,21 @@ impl Validator<'_> {
         ensure(o.at_ms <= self.s.scenario.duration_ms, at, || {
             "operation at_ms is after scenario.duration_ms".into()
         })?;
+        if let Some(every) = o.every_ms {
+            ensure(every >= 1, at, || {
+                "operation every_ms must be at least 1".into()
+            })?;
+        }
+        if let Some(until) = o.until_ms {
+            ensure(o.every_ms.is_some(), at, || {
+                "operation until_ms needs every_ms".into()
+            })?;
+            ensure(
+                until >= o.at_ms && until <= self.s.scenario.duration_ms,
+                at,
+                || "operation until_ms must be from at_ms to scenario.duration_ms".into(),
+            )?;
+        }
         let has = |name: &str, present: bool| -> Check {
             ensure(present, at, || {
                 format!("operation {:?} needs `{name}`", o.op)
@@ -496,27 +751,36 @@ impl Validator<'_> {
             OperationKind::Drain | OperationKind::CircuitClose => {
                 let r = o.replica.as_deref().unwrap_or_default();
                 has("replica", o.replica.is_some())?;
-                ensure(f.replicas.iter().any(|x| x.get_ref().id == r), at, || {
-                    format!("unknown replica {r:?}")
-                })?;
+                let listed = f.replicas.iter().any(|x| x.get_ref().id == r);
+                let grouped = || {
+                    self.s
+                        .group_members()
+                        .iter()
+                        .any(|(_, m)| m.iter().any(|m| m.id == r))
+                };
+                ensure(listed || grouped(), at, || format!("unknown replica {r:?}"))?;
                 &["replica"]
             }
             OperationKind::SetBinding => {
                 let b = o.binding.as_deref().unwrap_or_default();
                 has("binding", o.binding.is_some())?;
                 has("enabled", o.enabled.is_some())?;
-                ensure(f.bindings.iter().any(|x| x.get_ref().id == b), at, || {
-                    format!("unknown binding {b:?}")
-                })?;
+                ensure(
+                    self.s.all_bindings().any(|x| x.get_ref().id == b),
+                    at,
+                    || format!("unknown binding {b:?}"),
+                )?;
                 &["binding", "enabled"]
             }
             OperationKind::SetInstance => {
                 let i = o.instance.as_deref().unwrap_or_default();
                 has("instance", o.instance.is_some())?;
                 has("enabled", o.enabled.is_some())?;
-                ensure(f.instances.iter().any(|x| x.get_ref().id == i), at, || {
-                    format!("unknown instance {i:?}")
-                })?;
+                ensure(
+                    self.s.all_instances().any(|x| x.get_ref().id == i),
+                    at,
+                    || format!("unknown instance {i:?}"),
+                )?;
                 &["instance", "enabled"]
             }
             OperationKind::SetType => {
@@ -548,6 +812,28 @@ impl Validator<'_> {
                 ensure(known, at, || format!("unknown capability {c:?}"))?;
                 &["capability"]
             }
+            OperationKind::SetScope => {
+                let sc = o.scope.as_deref().unwrap_or_default();
+                has("scope", o.scope.is_some())?;
+                has("limit", o.limit.is_some())?;
+                ensure(
+                    self.s.all_scopes().any(|x| x.get_ref().id == sc),
+                    at,
+                    || format!("unknown scope {sc:?}"),
+                )?;
+                let limit = o.limit.unwrap_or(0);
+                ensure(
+                    limit >= 1 && limit <= connreg::limits::SCOPE_LIMIT_MAX,
+                    at,
+                    || {
+                        format!(
+                            "set_scope limit must be 1 to {}, got {limit}",
+                            connreg::limits::SCOPE_LIMIT_MAX
+                        )
+                    },
+                )?;
+                &["scope", "limit"]
+            }
         };
         let present = [
             ("replica", o.replica.is_some()),
@@ -556,6 +842,8 @@ impl Validator<'_> {
             ("type", o.connector_type.is_some()),
             ("version", o.version.is_some()),
             ("capability", o.capability.is_some()),
+            ("scope", o.scope.is_some()),
+            ("limit", o.limit.is_some()),
             ("enabled", o.enabled.is_some()),
             ("active", o.active.is_some()),
             ("qualified", o.qualified.is_some()),
