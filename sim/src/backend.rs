@@ -294,6 +294,19 @@ async fn respond_planted<B: Backend>(
                 result: answer.map_err(WireError::from),
             }
         }
+        (Some(PlantedBug::MaintainPageStopsEarly), Request::Maintain { mut params }) => {
+            let page = crate::plant::MAINTENANCE_PAGE;
+            params.max = params.max.min(page);
+            let mut answer = b.lease_maintain(params).await;
+            if let Ok(m) = &mut answer
+                && m.expired.len() as u32 == page
+            {
+                m.more = false;
+            }
+            Response::Maintain {
+                result: answer.map_err(WireError::from),
+            }
+        }
         (_, request) => respond_plainly(b, request).await,
     }
 }

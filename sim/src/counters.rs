@@ -11,7 +11,7 @@ macro_rules! counters {
         /// What one run saw. Every field is derived from trace events by the
         /// checker, so a trace file alone reproduces it.
         #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-        #[serde(deny_unknown_fields)]
+        #[serde(default, deny_unknown_fields)]
         pub struct Counters {
             $(#[doc = $doc] pub $name: u64,)*
         }
@@ -108,5 +108,8 @@ counters! {
     db_stalls: "Database stalls.",
     db_terminates: "Database session terminations.",
     db_restarts: "Database server restarts.",
+    zone_silences: "Zones whose heartbeats a fault silenced.",
+    group_crashes: "Replicas of groups crashed by a fleet-grain fault.",
+    group_drains: "Replicas of groups a fleet-grain fault drained.",
     snapshots: "Store snapshots taken.",
 }

@@ -63,6 +63,29 @@ pub(crate) enum Action {
     DbRestart,
     /// The window of a database fault of this kind ended.
     DbEnd(FaultKind),
+    ZoneSilence(String),
+    ZoneSilenceEnd(String),
+    GroupCrash {
+        group: String,
+        members: Vec<u32>,
+    },
+    GroupRestart {
+        group: String,
+        members: Vec<u32>,
+    },
+    GroupDrain {
+        group: String,
+        members: Vec<u32>,
+    },
+}
+
+/// `fraction` of a group of `count` replicas, spread evenly over it (at
+/// least one).
+pub(crate) fn spread(count: u32, fraction: f64) -> Vec<u32> {
+    let n = ((f64::from(count) * fraction).ceil() as u32).clamp(1, count.max(1));
+    (0..n)
+        .map(|k| (u64::from(k) * u64::from(count) / u64::from(n)) as u32)
+        .collect()
 }
 
 impl Action {
@@ -76,6 +99,8 @@ impl Action {
             | Action::LossEnd
             | Action::LoseAnswersEnd { .. }
             | Action::DbEnd(_)
+            | Action::ZoneSilenceEnd(_)
+            | Action::GroupRestart { .. }
             | Action::Restart(_) => 0,
             _ => 1,
         }
@@ -181,6 +206,30 @@ pub(crate) fn schedule(s: &Scenario, hosts: &[String], rng: &mut SmallRng) -> Ve
                 // The window ends at `until_ms`, or one tick after the start.
                 let end = f.until_ms.unwrap_or(f.at_ms + s.scenario.tick_ms);
                 push(end, Action::DbEnd(f.kind));
+            }
+            FaultKind::ZoneSilence => {
+                let zone = f.zone.clone().unwrap_or_default();
+                push(f.at_ms, Action::ZoneSilence(zone.clone()));
+                push(until, Action::ZoneSilenceEnd(zone));
+            }
+            FaultKind::GroupCrash | FaultKind::GroupDrain => {
+                let group = f.group.clone().unwrap_or_default();
+                let count = group_count(s, &group);
+                let members = spread(count, f.fraction.unwrap_or(1.0));
+                if f.kind == FaultKind::GroupDrain {
+                    push(f.at_ms, Action::GroupDrain { group, members });
+                    continue;
+                }
+                push(
+                    f.at_ms,
+                    Action::GroupCrash {
+                        group: group.clone(),
+                        members: members.clone(),
+                    },
+                );
+                if let Some(r) = f.restart_ms {
+                    push(r, Action::GroupRestart { group, members });
+                }
             }
         }
     }
@@ -296,6 +345,60 @@ fn chaos(s: &Scenario, hosts: &[String], rng: &mut SmallRng, push: &mut impl FnM
         let by = rng.random_range(lease / 2..=lease * 2).max(1);
         push(at, Action::ClockJump(i64::try_from(by).unwrap_or(i64::MAX)));
     }
+    // Fleet grain: drawn last, so the draws above stay as they were.
+    let zones: Vec<String> = s.zones().into_iter().collect();
+    for _ in 0..c.zone_silences {
+        if zones.is_empty() {
+            break;
+        }
+        let zone = zones[rng.random_range(0..zones.len())].clone();
+        let at = start(rng);
+        let until = (at + rng.random_range(lease..=lease * 3))
+            .min(d)
+            .max(at + 1);
+        push(at, Action::ZoneSilence(zone.clone()));
+        push(until, Action::ZoneSilenceEnd(zone));
+    }
+    let groups: Vec<(String, u32)> = s
+        .fleet
+        .replica_groups
+        .iter()
+        .map(|g| (g.get_ref().name.clone(), g.get_ref().count))
+        .collect();
+    for _ in 0..c.group_crashes {
+        if groups.is_empty() {
+            break;
+        }
+        let (group, count) = groups[rng.random_range(0..groups.len())].clone();
+        let members = spread(count, rng.random_range(0.1..=0.5));
+        let at = start(rng);
+        push(
+            at,
+            Action::GroupCrash {
+                group: group.clone(),
+                members: members.clone(),
+            },
+        );
+        let back = at + rng.random_range(lease..=lease * 3);
+        push(back, Action::GroupRestart { group, members });
+    }
+    for _ in 0..c.group_drains {
+        if groups.is_empty() {
+            break;
+        }
+        let (group, count) = groups[rng.random_range(0..groups.len())].clone();
+        let members = spread(count, rng.random_range(0.1..=0.34));
+        push(start(rng), Action::GroupDrain { group, members });
+    }
+}
+
+fn group_count(s: &Scenario, group: &str) -> u32 {
+    s.fleet
+        .replica_groups
+        .iter()
+        .find(|g| g.get_ref().name == group)
+        .map(|g| g.get_ref().count)
+        .unwrap_or(0)
 }
 
 /// The database behind the store, as database faults reach it (the

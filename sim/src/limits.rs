@@ -21,7 +21,7 @@ pub const LATENCY_MS_MAX: u64 = 5_000;
 pub const REGISTRY_HOSTS_MAX: u32 = 8;
 
 /// Most dispatcher hosts in one run.
-pub const DISPATCHERS_MAX: u32 = 16;
+pub const DISPATCHERS_MAX: u32 = 64;
 
 /// Most catalog reader hosts in one run.
 pub const READERS_MAX: usize = 8;

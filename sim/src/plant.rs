@@ -12,6 +12,9 @@
 
 use connreg::plant::Plant;
 
+/// The page `maintain-page-stops-early` reads expired replicas in.
+pub const MAINTENANCE_PAGE: u32 = 256;
+
 /// One planted bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -34,6 +37,11 @@ pub enum PlantedBug {
     /// A restarted dispatcher ignores its journal: the reservations of the
     /// actions its crash left open are never settled.
     NoReconciliation,
+    /// Lease maintenance reads the expired replicas a page of
+    /// [`MAINTENANCE_PAGE`] at a time, stops after the first page and
+    /// answers `more = false`: the replicas left over wait for a later
+    /// round. Only a fleet where more than a page expire at once shows it.
+    MaintainPageStopsEarly,
 }
 
 impl PlantedBug {
@@ -45,6 +53,7 @@ impl PlantedBug {
         all.push(PlantedBug::SilentRelease);
         all.push(PlantedBug::MaintainOvercount);
         all.push(PlantedBug::NoReconciliation);
+        all.push(PlantedBug::MaintainPageStopsEarly);
         all
     }
 
@@ -57,6 +66,7 @@ impl PlantedBug {
             PlantedBug::SilentRelease => "silent-release",
             PlantedBug::MaintainOvercount => "maintain-overcount",
             PlantedBug::NoReconciliation => "no-reconciliation",
+            PlantedBug::MaintainPageStopsEarly => "maintain-page-stops-early",
         }
     }
 
@@ -79,6 +89,9 @@ impl PlantedBug {
             PlantedBug::NoReconciliation => {
                 "a restarted dispatcher leaves the actions its crash left open held"
             }
+            PlantedBug::MaintainPageStopsEarly => {
+                "lease maintenance stops after a page of 256 expired replicas and says none remain"
+            }
         }
     }
 
@@ -100,6 +113,7 @@ impl PlantedBug {
             PlantedBug::SilentRelease => "0001_steady_state.toml",
             PlantedBug::MaintainOvercount => "0004_replica_crash_mid_action.toml",
             PlantedBug::NoReconciliation => "0021_dispatcher_crash_reconciliation.toml",
+            PlantedBug::MaintainPageStopsEarly => "0022_mass_expiry.toml",
         }
     }
 
@@ -120,6 +134,7 @@ impl PlantedBug {
             PlantedBug::CommitReplyLostAsFailure => invariant::ORPHAN.0,
             PlantedBug::SilentRelease | PlantedBug::MaintainOvercount => invariant::CAPACITY.0,
             PlantedBug::NoReconciliation => invariant::LEAK.0,
+            PlantedBug::MaintainPageStopsEarly => invariant::LEASE_PROGRESS.0,
         }
     }
 
@@ -136,7 +151,9 @@ impl PlantedBug {
     pub fn in_store_calls(self) -> bool {
         matches!(
             self,
-            PlantedBug::SilentRelease | PlantedBug::MaintainOvercount
+            PlantedBug::SilentRelease
+                | PlantedBug::MaintainOvercount
+                | PlantedBug::MaintainPageStopsEarly
         )
     }
 

@@ -198,6 +198,9 @@ pub(crate) fn chaos_as_faults(s: &Scenario, seed: u64) -> Option<Vec<FaultSpec>>
             by_ms: None,
             cut: None,
             stall_ms: None,
+            zone: None,
+            group: None,
+            fraction: None,
         };
         // An end closes the first open fault of its kind on its hosts:
         // the starts and ends are the same either way.

@@ -2,8 +2,10 @@
 //!
 //! A swarm run keeps the scenario's fleet records, schedule and mix, and
 //! draws on top of them: more registry hosts and dispatchers (never fewer,
-//! so scheduled faults still name real hosts), replica capacities, scope
-//! limits, lease timing, workload ratios and every kind of chaos. Outcome
+//! so scheduled faults still name real hosts), replica capacities (of
+//! replica groups too), scope limits, lease timing, workload ratios and
+//! every kind of chaos, fleet-grain faults included when the fleet has
+//! replica groups. Outcome
 //! expectations are dropped (the draw decides which faults fire); every
 //! invariant and the liveness bound still apply. On PostgreSQL it also
 //! draws database cuts, stalls and session terminations (never a server
@@ -81,6 +83,18 @@ pub fn draw_recorded(base: &Scenario, seed: u64, database: bool) -> (Scenario, D
         put("chaos.db_stalls".into(), c.db_stalls.into());
         put("chaos.db_terminates".into(), c.db_terminates.into());
     }
+    if !s.fleet.replica_groups.is_empty() {
+        for g in &s.fleet.replica_groups {
+            let g = g.get_ref();
+            put(
+                format!("fleet.replica_groups.{}.capacity", g.name),
+                g.capacity.into(),
+            );
+        }
+        put("chaos.zone_silences".into(), c.zone_silences.into());
+        put("chaos.group_crashes".into(), c.group_crashes.into());
+        put("chaos.group_drains".into(), c.group_drains.into());
+    }
     put("scenario.liveness_ms".into(), s.scenario.liveness_ms.into());
     (s, d)
 }
@@ -147,6 +161,26 @@ pub fn draw(base: &Scenario, seed: u64, database: bool) -> Scenario {
         }
         if maybe(&mut rng, 0.3) {
             c.db_terminates = 1;
+        }
+    }
+    // Fleet grain, drawn last so scenarios without groups draw as before.
+    if !s.fleet.replica_groups.is_empty() {
+        let beat = s.lifecycle.heartbeat_ms;
+        for g in &mut s.fleet.replica_groups {
+            let g = g.get_mut();
+            g.capacity = rng.random_range(1..=8);
+            g.heartbeat_ms = None;
+            g.heartbeat_jitter_ms = g.heartbeat_jitter_ms.min(beat / 2);
+        }
+        let c = &mut s.chaos;
+        if maybe(&mut rng, 0.5) {
+            c.zone_silences = 1;
+        }
+        if maybe(&mut rng, 0.5) {
+            c.group_crashes = 1;
+        }
+        if maybe(&mut rng, 0.3) {
+            c.group_drains = 1;
         }
     }
     s.scenario.liveness_ms = s.scenario.liveness_ms.max(SWARM_LIVENESS_MS_MIN);

@@ -385,6 +385,37 @@ pub enum FaultEvent {
         /// The registry clock after the jump.
         clock: Timestamp,
     },
+    /// A zone's replicas stopped heartbeating.
+    ZoneSilence {
+        /// The zone.
+        zone: String,
+    },
+    /// A zone's replicas heartbeat again.
+    ZoneSilenceEnd {
+        /// The zone.
+        zone: String,
+    },
+    /// Replicas of a group crashed.
+    GroupCrash {
+        /// The group.
+        group: String,
+        /// The replicas.
+        replicas: Vec<String>,
+    },
+    /// Crashed replicas of a group started again.
+    GroupRestart {
+        /// The group.
+        group: String,
+        /// The replicas.
+        replicas: Vec<String>,
+    },
+    /// Replicas of a group drained.
+    GroupDrain {
+        /// The group.
+        group: String,
+        /// The replicas.
+        replicas: Vec<String>,
+    },
 }
 
 /// One replica as the checkers need it.

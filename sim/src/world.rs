@@ -22,7 +22,7 @@ use crate::check::Checker;
 use crate::counters::Counters;
 use crate::faults::{Action, Database, Scheduled, chaos_rng, schedule};
 use crate::fleet::{FleetPlan, MixPlan};
-use crate::hosts::{self, Ctx, LoseWindow};
+use crate::hosts::{self, Ctx, GroupOrder, LoseWindow};
 use crate::limits::{
     SNAPSHOT_ATTEMPTS_MAX, STEPS_MAX, TRACE_VIOLATIONS_MAX, VIOLATIONS_RECORDED_MAX,
 };
@@ -257,6 +257,7 @@ pub(crate) fn simulate<B: Backend>(
         .tick_duration(Duration::from_millis(s.tick_ms))
         .min_message_latency(Duration::from_millis(s.latency_ms[0]))
         .max_message_latency(Duration::from_millis(s.latency_ms[1]))
+        .tcp_capacity(tcp_capacity(&scenario))
         .build();
     add_hosts(&mut sim, &ctx, &store);
     let hosts = scenario.host_names();
@@ -346,6 +347,20 @@ pub(crate) fn simulate<B: Backend>(
         trace,
     })
 }
+
+/// Turmoil's per-socket buffer: room for every call the world can have in
+/// flight to one host at once (a fleet registering together), so a burst
+/// queues as on a real server instead of overflowing the simulator.
+fn tcp_capacity(s: &Scenario) -> usize {
+    let w = &s.workload;
+    let callers = s.replica_count()
+        + (w.dispatchers as usize) * (w.concurrency as usize) * (w.duplicates as usize + 1)
+        + w.readers.len();
+    TCP_CAPACITY_MIN.max(2 * callers + TCP_CAPACITY_MIN)
+}
+
+/// Turmoil's default per-socket buffer.
+const TCP_CAPACITY_MIN: usize = 64;
 
 fn add_hosts<B: Backend>(sim: &mut turmoil::Sim<'_>, ctx: &Rc<Ctx>, store: &Store<B>) {
     let s = ctx.scenario.clone();
@@ -524,6 +539,29 @@ impl<B: Backend> World<B> {
                 let clock = connreg::Clock::now(&self.clock);
                 self.fault(FaultEvent::ClockJump { by_ms, clock });
             }
+            Action::ZoneSilence(zone) => {
+                self.ctx.fleet.borrow_mut().silenced.insert(zone.clone());
+                self.fault(FaultEvent::ZoneSilence { zone });
+            }
+            Action::ZoneSilenceEnd(zone) => {
+                self.ctx.fleet.borrow_mut().silenced.remove(&zone);
+                self.fault(FaultEvent::ZoneSilenceEnd { zone });
+            }
+            Action::GroupCrash { group, members } => {
+                let replicas = self.members(&group, &members);
+                self.order(&group, GroupOrder::Crash(members));
+                self.fault(FaultEvent::GroupCrash { group, replicas });
+            }
+            Action::GroupRestart { group, members } => {
+                let replicas = self.members(&group, &members);
+                self.order(&group, GroupOrder::Restart(members));
+                self.fault(FaultEvent::GroupRestart { group, replicas });
+            }
+            Action::GroupDrain { group, members } => {
+                let replicas = self.members(&group, &members);
+                self.order(&group, GroupOrder::Drain(members));
+                self.fault(FaultEvent::GroupDrain { group, replicas });
+            }
             // Cuts, terminations and restarts strike while the step's
             // calls run, so transactions are caught in the middle.
             Action::DbCut(CutMode::All) | Action::DbTerminate | Action::DbRestart => {
@@ -533,6 +571,30 @@ impl<B: Backend> World<B> {
                 self.apply_database(s.action)
             }
         }
+    }
+
+    /// The names of members `members` of replica group `group`.
+    fn members(&self, group: &str, members: &[u32]) -> Vec<String> {
+        let Some(g) = self.ctx.plan.groups.iter().find(|g| g.name == group) else {
+            return Vec::new();
+        };
+        members
+            .iter()
+            .filter_map(|&i| g.members.get(i as usize))
+            .map(|m| m.spec.id.to_string())
+            .collect()
+    }
+
+    /// Leaves an order for a replica group's host, which takes it within
+    /// a tick.
+    fn order(&self, group: &str, order: GroupOrder) {
+        self.ctx
+            .fleet
+            .borrow_mut()
+            .orders
+            .entry(group.to_string())
+            .or_default()
+            .push(order);
     }
 
     /// Applies the database faults that strike during the step, once its
@@ -621,6 +683,7 @@ impl<B: Backend> World<B> {
     /// already ended by now; this is the safety net).
     fn heal(&mut self, sim: &mut turmoil::Sim<'_>) {
         sim.set_fail_rate(0.0);
+        self.ctx.fleet.borrow_mut().silenced.clear();
         let mut lose = self.ctx.lose.borrow_mut();
         lose.windows.clear();
         lose.ratio = 0.0;

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use connreg::{ActionId, FenceToken, ReplicaId, RouteAssignment, ScopeId};
+use connreg::{ActionId, FenceToken, ReplicaId, RouteAssignment, RouteRecord, ScopeId};
 
 use super::{Checker, invariant};
 use crate::wire::{Request, Response};
@@ -104,79 +104,153 @@ impl Checker {
         }
     }
 
+    /// Compares the counters of the replicas and scopes touched since the
+    /// last comparison (a row or a reservation on them changed) with the
+    /// stored routes and with the answers. Incremental: a world of tens of
+    /// thousands of routes is not recounted after every step.
     pub(super) fn check_capacity(&mut self) {
-        let mut per_replica: BTreeMap<&ReplicaId, u32> = BTreeMap::new();
-        let mut per_scope: BTreeMap<&ScopeId, u32> = BTreeMap::new();
-        let mut fences: BTreeMap<FenceToken, &ActionId> = BTreeMap::new();
+        let (mut replicas, mut scopes) = self.store_counts.take_touched();
+        let (by_answers, in_scopes) = self.reservations.take_touched();
+        replicas.extend(by_answers);
+        scopes.extend(in_scopes);
         let mut found = Vec::new();
-        for r in self.store_routes.values() {
-            let a = &r.assignment;
-            if let Some(other) = fences.insert(a.reservation.fence, &a.identity.action) {
-                found.push((
-                    invariant::FENCE,
-                    format!(
-                        "stored routes of {} and {other} hold fence {}",
-                        a.identity.action, a.reservation.fence.0
-                    ),
-                ));
-            }
-            if r.reserved {
-                *per_replica.entry(&a.destination.replica).or_default() += 1;
-                for s in &a.reservation.scopes {
-                    *per_scope.entry(s).or_default() += 1;
-                }
-            }
-        }
-        for (id, row) in &self.store_replicas {
-            let live = per_replica.get(id).copied().unwrap_or(0);
+        for id in &replicas {
+            let Some(row) = self.store_replicas.get(id) else {
+                continue;
+            };
+            let live = self.store_counts.on_replica(id);
             if row.active != live {
-                found.push((
-                    invariant::CAPACITY,
-                    format!(
-                        "replica {id} counts {} active, but {live} reservations are live on it",
-                        row.active
-                    ),
+                found.push(format!(
+                    "replica {id} counts {} active, but {live} reservations are live on it",
+                    row.active
                 ));
             }
             if row.active > row.capacity || live > row.capacity {
-                found.push((
-                    invariant::CAPACITY,
-                    format!(
-                        "replica {id} holds {live} reservations over its capacity {}",
-                        row.capacity
-                    ),
+                found.push(format!(
+                    "replica {id} holds {live} reservations over its capacity {}",
+                    row.capacity
                 ));
             }
         }
-        for (id, row) in &self.store_scopes {
-            let live = per_scope.get(id).copied().unwrap_or(0);
+        for id in &scopes {
+            let Some(row) = self.store_scopes.get(id) else {
+                continue;
+            };
+            let live = self.store_counts.in_scope(id);
             if row.in_use != live {
-                found.push((
-                    invariant::CAPACITY,
-                    format!(
-                        "scope {id} counts {} in use, but {live} reservations are live in it",
-                        row.in_use
-                    ),
+                found.push(format!(
+                    "scope {id} counts {} in use, but {live} reservations are live in it",
+                    row.in_use
                 ));
             }
             if row.in_use > row.limit || live > row.limit {
-                found.push((
-                    invariant::CAPACITY,
-                    format!(
-                        "scope {id} holds {live} reservations over its limit {}",
-                        row.limit
-                    ),
+                found.push(format!(
+                    "scope {id} holds {live} reservations over its limit {}",
+                    row.limit
                 ));
             }
         }
         if self.ordered {
-            let counts = self
-                .reservations
-                .counts(&self.store_replicas, &self.store_scopes);
-            found.extend(counts.into_iter().map(|d| (invariant::CAPACITY, d)));
+            found.extend(self.reservations.counts(
+                &self.store_replicas,
+                &self.store_scopes,
+                &replicas,
+                &scopes,
+            ));
         }
-        for (inv, detail) in found {
-            self.violate(inv, detail);
+        for detail in found {
+            self.violate(invariant::CAPACITY, detail);
         }
+    }
+}
+
+/// The stored routes, counted: reserved ones by replica and by scope, and
+/// every route's fence. Kept as rows arrive, so a comparison costs what
+/// changed, not the store's size.
+#[derive(Debug, Default)]
+pub(super) struct StoreCounts {
+    per_replica: BTreeMap<ReplicaId, u32>,
+    per_scope: BTreeMap<ScopeId, u32>,
+    fences: BTreeMap<FenceToken, ActionId>,
+    touched_replicas: BTreeSet<ReplicaId>,
+    touched_scopes: BTreeSet<ScopeId>,
+}
+
+impl StoreCounts {
+    /// The stored route of an action is now `new` (it was `old`). Returns
+    /// the other action whose stored route holds the same fence, if any.
+    pub(super) fn route(
+        &mut self,
+        old: Option<&RouteRecord>,
+        new: &RouteRecord,
+    ) -> Option<ActionId> {
+        let action = &new.assignment.identity.action;
+        if let Some(old) = old {
+            self.count(old, false);
+            let fence = old.assignment.reservation.fence;
+            if self.fences.get(&fence) == Some(action) {
+                self.fences.remove(&fence);
+            }
+        }
+        self.count(new, true);
+        match self.fences.get(&new.assignment.reservation.fence) {
+            Some(other) if other != action => Some(other.clone()),
+            Some(_) => None,
+            None => {
+                self.fences
+                    .insert(new.assignment.reservation.fence, action.clone());
+                None
+            }
+        }
+    }
+
+    fn count(&mut self, r: &RouteRecord, add: bool) {
+        let a = &r.assignment;
+        self.touched_replicas.insert(a.destination.replica.clone());
+        self.touched_scopes
+            .extend(a.reservation.scopes.iter().cloned());
+        if !r.reserved {
+            return;
+        }
+        let step = |n: &mut u32| {
+            if add {
+                *n += 1
+            } else {
+                *n = n.saturating_sub(1)
+            }
+        };
+        step(
+            self.per_replica
+                .entry(a.destination.replica.clone())
+                .or_default(),
+        );
+        for s in &a.reservation.scopes {
+            step(self.per_scope.entry(s.clone()).or_default());
+        }
+    }
+
+    /// A replica's row changed: compare it at the next check.
+    pub(super) fn touch_replica(&mut self, id: &ReplicaId) {
+        self.touched_replicas.insert(id.clone());
+    }
+
+    /// A scope's row changed: compare it at the next check.
+    pub(super) fn touch_scope(&mut self, id: &ScopeId) {
+        self.touched_scopes.insert(id.clone());
+    }
+
+    fn take_touched(&mut self) -> (BTreeSet<ReplicaId>, BTreeSet<ScopeId>) {
+        (
+            std::mem::take(&mut self.touched_replicas),
+            std::mem::take(&mut self.touched_scopes),
+        )
+    }
+
+    fn on_replica(&self, id: &ReplicaId) -> u32 {
+        self.per_replica.get(id).copied().unwrap_or(0)
+    }
+
+    fn in_scope(&self, id: &ScopeId) -> u32 {
+        self.per_scope.get(id).copied().unwrap_or(0)
     }
 }

@@ -35,6 +35,12 @@ struct Held {
 #[derive(Debug, Default)]
 pub(super) struct Reservations {
     live: BTreeMap<FenceToken, Held>,
+    /// `live` counted by replica and by scope, kept as `live` changes.
+    per_replica: BTreeMap<ReplicaId, u32>,
+    per_scope: BTreeMap<ScopeId, u32>,
+    /// Replicas and scopes whose count changed since the last comparison.
+    touched_replicas: BTreeSet<ReplicaId>,
+    touched_scopes: BTreeSet<ScopeId>,
     /// Released by an answer (or by the store, reported or allowed).
     ended: BTreeSet<FenceToken>,
     /// Settled by a call answered `unavailable`: it may have committed.
@@ -58,6 +64,43 @@ pub(super) struct MaintainCount {
 }
 
 impl Reservations {
+    /// Makes `fence` live, held as `held`.
+    fn add(&mut self, fence: FenceToken, held: Held) {
+        self.take(fence);
+        *self.per_replica.entry(held.replica.clone()).or_default() += 1;
+        self.touched_replicas.insert(held.replica.clone());
+        for s in &held.scopes {
+            *self.per_scope.entry(s.clone()).or_default() += 1;
+            self.touched_scopes.insert(s.clone());
+        }
+        self.live.insert(fence, held);
+    }
+
+    /// Ends `fence` if it is live.
+    fn take(&mut self, fence: FenceToken) -> Option<Held> {
+        let held = self.live.remove(&fence)?;
+        if let Some(n) = self.per_replica.get_mut(&held.replica) {
+            *n -= 1;
+        }
+        self.touched_replicas.insert(held.replica.clone());
+        for s in &held.scopes {
+            if let Some(n) = self.per_scope.get_mut(s) {
+                *n -= 1;
+            }
+            self.touched_scopes.insert(s.clone());
+        }
+        Some(held)
+    }
+
+    /// The replicas and scopes whose live count changed since the last
+    /// call.
+    pub(super) fn take_touched(&mut self) -> (BTreeSet<ReplicaId>, BTreeSet<ScopeId>) {
+        (
+            std::mem::take(&mut self.touched_replicas),
+            std::mem::take(&mut self.touched_scopes),
+        )
+    }
+
     /// True when an answer or the store has shown this fence.
     pub(super) fn known(&self, fence: FenceToken) -> bool {
         self.live.contains_key(&fence) || self.ended.contains(&fence)
@@ -77,7 +120,7 @@ impl Reservations {
         if self.ended.contains(&fence) {
             return;
         }
-        self.live.insert(
+        self.add(
             fence,
             Held {
                 replica: a.destination.replica.clone(),
@@ -93,7 +136,7 @@ impl Reservations {
 
     /// A `settle` answer released `fence`.
     pub(super) fn settled(&mut self, fence: FenceToken) {
-        self.live.remove(&fence);
+        self.take(fence);
         self.ended.insert(fence);
     }
 
@@ -184,7 +227,7 @@ impl Reservations {
             }
             return None;
         }
-        self.live.remove(&fence)?;
+        self.take(fence)?;
         self.ended.insert(fence);
         let allowed = self.maybe_released.contains(&fence) || (self.maintain_unknown && offline);
         (!allowed).then(|| {
@@ -200,18 +243,15 @@ impl Reservations {
         &self,
         replicas: &BTreeMap<ReplicaId, ReplicaRow>,
         scopes: &BTreeMap<ScopeId, ScopeRow>,
+        touched_replicas: &BTreeSet<ReplicaId>,
+        touched_scopes: &BTreeSet<ScopeId>,
     ) -> Vec<String> {
-        let mut per_replica: BTreeMap<&ReplicaId, u32> = BTreeMap::new();
-        let mut per_scope: BTreeMap<&ScopeId, u32> = BTreeMap::new();
-        for h in self.live.values() {
-            *per_replica.entry(&h.replica).or_default() += 1;
-            for s in &h.scopes {
-                *per_scope.entry(s).or_default() += 1;
-            }
-        }
         let mut found = Vec::new();
-        for (id, row) in replicas {
-            let live = per_replica.get(id).copied().unwrap_or(0);
+        for id in touched_replicas {
+            let Some(row) = replicas.get(id) else {
+                continue;
+            };
+            let live = self.per_replica.get(id).copied().unwrap_or(0);
             if row.active != live {
                 found.push(format!(
                     "replica {id} counts {} active, but the answers leave {live} reservations live on it",
@@ -219,8 +259,11 @@ impl Reservations {
                 ));
             }
         }
-        for (id, row) in scopes {
-            let live = per_scope.get(id).copied().unwrap_or(0);
+        for id in touched_scopes {
+            let Some(row) = scopes.get(id) else {
+                continue;
+            };
+            let live = self.per_scope.get(id).copied().unwrap_or(0);
             if row.in_use != live {
                 found.push(format!(
                     "scope {id} counts {} in use, but the answers leave {live} reservations live in it",

@@ -29,6 +29,7 @@
 //! - `unavailable`: `no_spurious_unavailable`, the database fault windows.
 //! - `orphan`: `no_orphan_reservation`, how actions ended.
 //! - `leak`: `no_leaked_reservation`, reservations no caller will settle.
+//! - `progress`: `lease_progress`, maintenance that finishes its work.
 //! - `finish`: the end-of-run checks.
 //! - `recheck`: re-checking a trace file.
 //!
@@ -50,6 +51,7 @@
 //! | `no_spurious_unavailable` | SIM-3 | a registry answers `unavailable` while no database fault is active or settling |
 //! | `no_orphan_reservation` | ROUTE-8, SETTLE-1 | at the end, a reservation is held by an action every dispatcher ended |
 //! | `no_leaked_reservation` | PIN-5, PIN-6 | after the heal, a reservation is held by no live action (a crashed dispatcher's, never reconciled) |
+//! | `lease_progress` | LEASE-2 | a replica whose lease ended is not offline within `expect.offline_within_ms` (scenarios that set it) |
 //! | `liveness` | SIM-3 | a surviving dispatcher's action has not ended by the deadline after the heal |
 //! | `expectation` | SIM-2 | a counter the scenario expects is out of bounds (a fault that never fired) |
 
@@ -64,6 +66,7 @@ mod failover;
 mod finish;
 mod leak;
 mod orphan;
+mod progress;
 mod recheck;
 mod resolve;
 mod settlement;
@@ -127,6 +130,8 @@ pub mod invariant {
     /// See the module table.
     pub const LIVENESS: (&str, &str) = ("liveness", "SIM-3");
     /// See the module table.
+    pub const LEASE_PROGRESS: (&str, &str) = ("lease_progress", "LEASE-2");
+    /// See the module table.
     pub const EXPECTATION: (&str, &str) = ("expectation", "SIM-2");
     /// The harness itself failed (a malformed trace, a step budget).
     pub const RUN: (&str, &str) = ("run", "SIM-1");
@@ -152,6 +157,10 @@ pub struct Checker {
     released: BTreeSet<FenceToken>,
     specs: BTreeMap<ReplicaId, ReplicaSpec>,
     store_replicas: BTreeMap<ReplicaId, ReplicaRow>,
+    /// The stored routes, counted (`capacity_accounting`, `fence_unique`).
+    store_counts: accounting::StoreCounts,
+    /// The replicas not offline, by lease end (`lease_progress`).
+    lease_progress: progress::LeaseProgress,
     store_scopes: BTreeMap<ScopeId, ScopeRow>,
     store_routes: BTreeMap<ActionId, RouteRecord>,
     replica_model: BTreeMap<ReplicaId, (ReplicaState, bool)>,
@@ -542,6 +551,9 @@ impl Checker {
                 connreg::HeartbeatOutcome::Ignored => self.counters.heartbeats_ignored += 1,
             },
             (Request::Maintain { .. }, Response::Maintain { result: Ok(m) }) => {
+                if !m.more {
+                    self.lease_progress.none_left(self.registry_now());
+                }
                 self.counters.lease_expired += u64::from(m.released);
                 self.counters.replicas_expired += m.expired.len() as u64;
                 let count = self.reservations.maintained(&m.expired);
@@ -678,7 +690,16 @@ impl Checker {
             FaultEvent::DbStall { .. } => self.counters.db_stalls += 1,
             FaultEvent::DbTerminate { .. } => self.counters.db_terminates += 1,
             FaultEvent::DbRestart => self.counters.db_restarts += 1,
-            FaultEvent::DbFaultEnd { .. }
+            FaultEvent::ZoneSilence { .. } => self.counters.zone_silences += 1,
+            FaultEvent::GroupCrash { replicas, .. } => {
+                self.counters.group_crashes += replicas.len() as u64
+            }
+            FaultEvent::GroupDrain { replicas, .. } => {
+                self.counters.group_drains += replicas.len() as u64
+            }
+            FaultEvent::ZoneSilenceEnd { .. }
+            | FaultEvent::GroupRestart { .. }
+            | FaultEvent::DbFaultEnd { .. }
             | FaultEvent::Repair { .. }
             | FaultEvent::Release { .. }
             | FaultEvent::LatencyRestore { .. }

@@ -52,10 +52,13 @@ impl Checker {
             }
             self.replica_model
                 .insert(row.id.clone(), (row.state, row.circuit_open));
+            self.lease_progress.stored(row);
+            self.store_counts.touch_replica(&row.id);
             self.store_replicas.insert(row.id.clone(), row.clone());
         }
         self.operator_closed.clear();
         for row in &s.scopes {
+            self.store_counts.touch_scope(&row.id);
             self.store_scopes.insert(row.id.clone(), row.clone());
         }
         for r in &s.routes {
@@ -126,8 +129,18 @@ impl Checker {
             {
                 self.violate(invariant::CAPACITY, detail);
             }
+            if let Some(other) = self.store_counts.route(self.store_routes.get(action), r) {
+                self.violate(
+                    invariant::FENCE,
+                    format!(
+                        "stored routes of {action} and {other} hold fence {}",
+                        fence.0
+                    ),
+                );
+            }
             self.store_routes.insert(action.clone(), r.clone());
         }
         self.check_capacity();
+        self.check_lease_progress();
     }
 }

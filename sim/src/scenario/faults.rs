@@ -41,6 +41,15 @@ pub enum FaultKind {
     /// PostgreSQL only: the server the run started is shut down
     /// immediately and started again (refused on a server given by URL).
     DbRestart,
+    /// Every replica of `zone` stops heartbeating until `until_ms` (they
+    /// keep serving what they are sent).
+    ZoneSilence,
+    /// A `fraction` of replica group `group`'s replicas crash, spread
+    /// evenly over the group; they start again at `restart_ms` if given.
+    GroupCrash,
+    /// A `fraction` of replica group `group`'s replicas drain, spread
+    /// evenly over the group.
+    GroupDrain,
 }
 
 impl FaultKind {
@@ -66,6 +75,9 @@ impl FaultKind {
             FaultKind::DbStall => "db_stall",
             FaultKind::DbTerminate => "db_terminate",
             FaultKind::DbRestart => "db_restart",
+            FaultKind::ZoneSilence => "zone_silence",
+            FaultKind::GroupCrash => "group_crash",
+            FaultKind::GroupDrain => "group_drain",
         }
     }
 }
@@ -140,6 +152,16 @@ pub struct FaultSpec {
     /// milliseconds.
     #[serde(default)]
     pub stall_ms: Option<u64>,
+    /// For `zone_silence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// For `group_crash` and `group_drain`: the replica group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// For `group_crash` and `group_drain`: the share of the group, above
+    /// 0 and at most 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<f64>,
 }
 
 /// `[chaos]`: faults drawn from the seed, on top of the scheduled ones.
@@ -179,6 +201,16 @@ pub struct Chaos {
     /// PostgreSQL only: random `db_restart`s (seconds of real time each).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub db_restarts: u32,
+    /// Random zones silenced for one to three lease lengths.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub zone_silences: u32,
+    /// Random crashes of a tenth to a half of a replica group, restarted
+    /// after one to three lease lengths.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub group_crashes: u32,
+    /// Random drains of a tenth to a third of a replica group.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub group_drains: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -198,6 +230,9 @@ impl Chaos {
                 + self.holds
                 + self.loss_windows
                 + self.clock_jumps
+                + self.zone_silences
+                + self.group_crashes
+                + self.group_drains
                 == 0
             && !self.has_database_faults()
     }

@@ -29,6 +29,23 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// Every zone a replica runs in, listed or in a group.
+    pub fn zones(&self) -> std::collections::BTreeSet<String> {
+        self.fleet
+            .replicas
+            .iter()
+            .map(|r| r.get_ref().zone.clone())
+            .chain(
+                self.fleet
+                    .replica_groups
+                    .iter()
+                    .flat_map(|g| g.get_ref().spread.iter().map(|p| p.zone.clone())),
+            )
+            .collect()
+    }
+}
+
 /// The registry host with index `i`.
 pub fn registry_host(i: u32) -> String {
     format!("registry-{i}")

@@ -673,11 +673,16 @@ pub struct Expect {
     /// Upper bounds.
     #[serde(default, skip_serializing_if = "CounterBounds::is_empty")]
     pub at_most: CounterBounds,
+    /// A replica whose lease ended is offline within this many
+    /// milliseconds (registry clock) after the end: the bound lease
+    /// maintenance must keep (`lease_progress`). Unchecked when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline_within_ms: Option<u64>,
 }
 
 impl Expect {
-    /// True when no counter is bounded.
+    /// True when nothing is expected.
     pub fn is_empty(&self) -> bool {
-        self.at_least.is_empty() && self.at_most.is_empty()
+        self.at_least.is_empty() && self.at_most.is_empty() && self.offline_within_ms.is_none()
     }
 }

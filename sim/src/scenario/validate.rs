@@ -122,6 +122,15 @@ impl Validator<'_> {
             1,
             connreg::limits::CIRCUIT_THRESHOLD_MAX.into(),
         )?;
+        if let Some(within) = self.s.expect.offline_within_ms {
+            bounded(
+                At::Named,
+                "expect.offline_within_ms",
+                within,
+                1,
+                DURATION_MS_MAX,
+            )?;
+        }
         let l = &self.s.lifecycle;
         bounded(
             At::Named,
@@ -172,7 +181,7 @@ impl Validator<'_> {
             )
         })?;
         let total = self.s.replica_count();
-        ensure(total >= 1 && total <= FLEET_REPLICAS_MAX, 0, || {
+        ensure((1..=FLEET_REPLICAS_MAX).contains(&total), 0, || {
             format!(
                 "the fleet must have 1 to {FLEET_REPLICAS_MAX} replicas (fleet.replicas and fleet.replica_groups), got {total}"
             )
@@ -823,7 +832,7 @@ impl Validator<'_> {
                 )?;
                 let limit = o.limit.unwrap_or(0);
                 ensure(
-                    limit >= 1 && limit <= connreg::limits::SCOPE_LIMIT_MAX,
+                    (1..=connreg::limits::SCOPE_LIMIT_MAX).contains(&limit),
                     at,
                     || {
                         format!(
@@ -967,6 +976,47 @@ impl Validator<'_> {
                     &["stall_ms", "until_ms"]
                 }
                 FaultKind::DbTerminate | FaultKind::DbRestart => &["until_ms"],
+                FaultKind::ZoneSilence => {
+                    let zone = f.zone.as_deref().unwrap_or_default();
+                    ensure(f.zone.is_some(), at, || "zone_silence needs zone".into())?;
+                    ensure(self.s.zones().contains(zone), at, || {
+                        format!("zone {zone:?} has no replica")
+                    })?;
+                    ensure(f.until_ms.is_some(), at, || {
+                        "zone_silence needs until_ms".into()
+                    })?;
+                    &["zone", "until_ms"]
+                }
+                FaultKind::GroupCrash | FaultKind::GroupDrain => {
+                    let group = f.group.as_deref().unwrap_or_default();
+                    ensure(f.group.is_some(), at, || {
+                        format!("{} needs group", f.kind.name())
+                    })?;
+                    ensure(
+                        self.s
+                            .fleet
+                            .replica_groups
+                            .iter()
+                            .any(|g| g.get_ref().name == group),
+                        at,
+                        || format!("unknown replica group {group:?}"),
+                    )?;
+                    let fraction = f.fraction.unwrap_or(-1.0);
+                    ensure(fraction > 0.0 && fraction <= 1.0, key("fraction"), || {
+                        format!(
+                            "{} needs a fraction above 0 and at most 1, got {fraction}",
+                            f.kind.name()
+                        )
+                    })?;
+                    if f.kind == FaultKind::GroupCrash {
+                        if let Some(r) = f.restart_ms {
+                            ensure(r > f.at_ms, at, || "restart_ms must be after at_ms".into())?;
+                        }
+                        &["group", "fraction", "restart_ms"]
+                    } else {
+                        &["group", "fraction"]
+                    }
+                }
             };
             let present = [
                 ("until_ms", f.until_ms.is_some()),
@@ -982,6 +1032,9 @@ impl Validator<'_> {
                 ("by_ms", f.by_ms.is_some()),
                 ("cut", f.cut.is_some()),
                 ("stall_ms", f.stall_ms.is_some()),
+                ("zone", f.zone.is_some()),
+                ("group", f.group.is_some()),
+                ("fraction", f.fraction.is_some()),
             ];
             for (name, is) in present {
                 ensure(!is || allowed.contains(&name), at, || {
@@ -1006,6 +1059,9 @@ impl Validator<'_> {
             ("chaos.db_stalls", c.db_stalls),
             ("chaos.db_terminates", c.db_terminates),
             ("chaos.db_restarts", c.db_restarts),
+            ("chaos.zone_silences", c.zone_silences),
+            ("chaos.group_crashes", c.group_crashes),
+            ("chaos.group_drains", c.group_drains),
         ] {
             bounded(At::Named, what, n.into(), 0, CHAOS_FAULTS_MAX.into())?;
         }
