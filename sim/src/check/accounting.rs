@@ -31,18 +31,42 @@ impl Checker {
             ));
         }
         for (scope, n) in scopes.iter().zip(in_scopes) {
-            if let Some(row) = self.store_scopes.get(*scope)
-                && n > row.limit
+            if let Some(limit) = self.admission_limit(a, scope)
+                && n > limit
             {
                 found.push(format!(
-                    "the reservation of {} (fence {}) makes {n} live in scope {scope}, over its limit {}",
-                    a.identity.action, a.reservation.fence.0, row.limit
+                    "the reservation of {} (fence {}) makes {n} live in scope {scope}, over its limit {limit}",
+                    a.identity.action, a.reservation.fence.0
                 ));
             }
         }
         for detail in found {
             self.violate(invariant::CAPACITY, detail);
         }
+    }
+
+    /// The most a resolve answered with `a` may have found as `scope`'s
+    /// limit: the highest limit of the revisions from the one it read to
+    /// the last one published, since a publication that commits while
+    /// the resolve runs may change the row it locks. The last snapshot's
+    /// row when no published revision names the scope.
+    fn admission_limit(&self, a: &RouteAssignment, scope: &ScopeId) -> Option<u32> {
+        let read = a.policy.catalog_revision;
+        let below = self
+            .catalogs
+            .range(..=read)
+            .next_back()
+            .and_then(|(_, c)| c.scope_limit(scope));
+        let after = self
+            .catalogs
+            .range(read..)
+            .filter_map(|(_, c)| c.scope_limit(scope))
+            .max();
+        below
+            .into_iter()
+            .chain(after)
+            .max()
+            .or_else(|| self.store_scopes.get(scope).map(|row| row.limit))
     }
 
     /// Compares the reservations an answer names as released with what it

@@ -139,6 +139,11 @@ impl CatalogModel {
         None
     }
 
+    /// The limit of admission scope `id` in this catalog.
+    pub fn scope_limit(&self, id: &ScopeId) -> Option<u32> {
+        self.scopes.get(id).map(|s| s.limit)
+    }
+
     /// True when `tenant` may see `capability` in its catalog (CAT-5).
     pub fn tenant_sees(&self, tenant: &TenantId, capability: &CapabilityId) -> bool {
         self.definitions.get(capability).copied().unwrap_or(false)

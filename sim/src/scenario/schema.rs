@@ -187,11 +187,13 @@ pub struct Fleet {
     /// capability definition.
     pub versions: Vec<Spanned<VersionSpec>>,
     /// `[[fleet.instances]]`.
+    #[serde(default)]
     pub instances: Vec<Spanned<InstanceSpec>>,
     /// `[[fleet.scopes]]`.
     #[serde(default)]
     pub scopes: Vec<Spanned<ScopeSpec>>,
     /// `[[fleet.bindings]]`.
+    #[serde(default)]
     pub bindings: Vec<Spanned<BindingSpec>>,
     /// `[[fleet.replicas]]`: one replica host each.
     #[serde(default)]
