@@ -5,7 +5,9 @@
 //! so scheduled faults still name real hosts), replica capacities (of
 //! replica groups too), scope limits, lease timing, workload ratios and
 //! every kind of chaos, fleet-grain faults included when the fleet has
-//! replica groups. Outcome
+//! replica groups. A fleet (a scenario with replica groups) keeps its
+//! lease and heartbeat timing and at least half its concurrency, with no
+//! more actions than that concurrency finishes in half the run. Outcome
 //! expectations are dropped (the draw decides which faults fire); every
 //! invariant and the liveness bound still apply. On PostgreSQL it also
 //! draws database cuts, stalls and session terminations (never a server
@@ -22,6 +24,10 @@ use crate::scenario::{Expect, Scenario};
 
 /// Liveness bound of a swarm run, at least: room for the drawn faults.
 const SWARM_LIVENESS_MS_MIN: u64 = 3_000;
+
+/// What one action costs a dispatcher beyond its execution (resolve,
+/// dispatch and settle round trips), for sizing a fleet's swarm load.
+const SWARM_ACTION_OVERHEAD_MS: u64 = 50;
 
 /// Every value a swarm run drew, by scenario key (`workload.concurrency`,
 /// `fleet.replicas.r1.capacity`): what the trace's `start.swarm_draws`
@@ -58,6 +64,9 @@ pub fn draw_recorded(base: &Scenario, seed: u64, database: bool) -> (Scenario, D
     let w = &s.workload;
     put("workload.dispatchers".into(), w.dispatchers.into());
     put("workload.concurrency".into(), w.concurrency.into());
+    if !s.fleet.replica_groups.is_empty() {
+        put("workload.actions".into(), w.actions.into());
+    }
     put("workload.duplicate_ratio".into(), w.duplicate_ratio.into());
     put("workload.duplicates".into(), w.duplicates.into());
     put("workload.cancel_ratio".into(), w.cancel_ratio.into());
@@ -108,18 +117,40 @@ pub fn draw(base: &Scenario, seed: u64, database: bool) -> Scenario {
 
     s.registry.hosts = s.registry.hosts.max(rng.random_range(1..=3));
     s.workload.dispatchers = s.workload.dispatchers.max(rng.random_range(1..=3));
-    s.workload.concurrency = rng.random_range(1..=4);
+    let fleet = !s.fleet.replica_groups.is_empty();
+    if fleet {
+        // A fleet's load is its point: keep at least half of it, and no
+        // more actions than the drawn concurrency finishes in half the
+        // run, so the liveness bound judges the registry, not the draw.
+        let w = &mut s.workload;
+        w.concurrency = rng.random_range(w.concurrency.div_ceil(2)..=w.concurrency);
+        let per_action = (w.exec_ms[0] + w.exec_ms[1]) / 2 + SWARM_ACTION_OVERHEAD_MS;
+        let fits = u64::from(w.concurrency) * s.scenario.duration_ms / (2 * per_action);
+        w.actions = w.actions.min(fits.clamp(1, u64::from(u32::MAX)) as u32);
+    } else {
+        s.workload.concurrency = rng.random_range(1..=4);
+    }
     for r in &mut s.fleet.replicas {
         r.get_mut().capacity = rng.random_range(1..=6);
     }
     for sc in &mut s.fleet.scopes {
         sc.get_mut().limit = rng.random_range(1..=12);
     }
-    let lease = rng.random_range(200..=800u64);
-    s.lifecycle.lease_ttl_ms = lease;
-    s.lifecycle.heartbeat_ms = lease / rng.random_range(3..=5u64);
-    s.lifecycle.maintenance_ms = rng.random_range(20..=200);
-    s.lifecycle.maintenance_batch = rng.random_range(1..=4);
+    if fleet {
+        // Thousands of replicas beating every 100 ms is not a fleet's
+        // timing: keep the scenario's lease and heartbeat, draw how fast
+        // and in what batches maintenance runs.
+        let l = &mut s.lifecycle;
+        l.maintenance_ms = rng.random_range(l.maintenance_ms.div_ceil(4)..=l.maintenance_ms);
+        l.maintenance_batch =
+            rng.random_range(l.maintenance_batch.div_ceil(8)..=l.maintenance_batch);
+    } else {
+        let lease = rng.random_range(200..=800u64);
+        s.lifecycle.lease_ttl_ms = lease;
+        s.lifecycle.heartbeat_ms = lease / rng.random_range(3..=5u64);
+        s.lifecycle.maintenance_ms = rng.random_range(20..=200);
+        s.lifecycle.maintenance_batch = rng.random_range(1..=4);
+    }
 
     let w = &mut s.workload;
     let pick = |rng: &mut SmallRng, choices: &[f64]| choices[rng.random_range(0..choices.len())];

@@ -258,6 +258,7 @@ pub(crate) fn simulate<B: Backend>(
         .min_message_latency(Duration::from_millis(s.latency_ms[0]))
         .max_message_latency(Duration::from_millis(s.latency_ms[1]))
         .tcp_capacity(tcp_capacity(&scenario))
+        .ephemeral_ports(crate::limits::EPHEMERAL_PORTS)
         .build();
     add_hosts(&mut sim, &ctx, &store);
     let hosts = scenario.host_names();

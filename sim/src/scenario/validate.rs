@@ -354,15 +354,17 @@ impl Validator<'_> {
                 format!("duplicate replica {:?}", r.id)
             })?;
         }
-        let mut per_instance: BTreeMap<String, usize> = BTreeMap::new();
+        // Replicas per instance, and where the last one was declared.
+        let mut per_instance: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for r in &f.replicas {
-            *per_instance
+            let e = per_instance
                 .entry(r.get_ref().instance.clone())
-                .or_default() += 1;
+                .or_default();
+            *e = (e.0 + 1, r.span().start);
         }
         self.replica_groups(&instances, &mut replicas, &mut per_instance)?;
-        for (instance, n) in per_instance {
-            ensure(n <= connreg::limits::INSTANCE_REPLICAS_MAX, 0, || {
+        for (instance, (n, at)) in per_instance {
+            ensure(n <= connreg::limits::INSTANCE_REPLICAS_MAX, at, || {
                 format!(
                     "instance {instance:?} has {n} replicas, more than {} (connreg::limits::INSTANCE_REPLICAS_MAX)",
                     connreg::limits::INSTANCE_REPLICAS_MAX
@@ -432,7 +434,7 @@ impl Validator<'_> {
         &self,
         instances: &BTreeMap<&str, &InstanceSpec>,
         replicas: &mut BTreeSet<String>,
-        per_instance: &mut BTreeMap<String, usize>,
+        per_instance: &mut BTreeMap<String, (usize, usize)>,
     ) -> Check {
         let mut names = BTreeSet::new();
         let hosts: BTreeSet<String> = self
@@ -536,7 +538,8 @@ impl Validator<'_> {
                 ensure(replicas.insert(m.id.clone()), at, || {
                     format!("replica group {:?}: duplicate replica {:?}", g.name, m.id)
                 })?;
-                *per_instance.entry(m.instance.clone()).or_default() += 1;
+                let e = per_instance.entry(m.instance.clone()).or_default();
+                *e = (e.0 + 1, at);
             }
         }
         Ok(())
