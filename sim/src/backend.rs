@@ -307,6 +307,35 @@ async fn respond_planted<B: Backend>(
                 result: answer.map_err(WireError::from),
             }
         }
+        (Some(PlantedBug::DrainLostInCrowd), Request::Drain { replica }) => {
+            let crowded = match b.inspect().await {
+                Ok(snapshot) => {
+                    snapshot
+                        .replicas
+                        .iter()
+                        .filter(|r| r.state == connreg::ReplicaState::Draining)
+                        .count()
+                        >= crate::plant::DRAINING_TRACKED
+                }
+                Err(_) => false,
+            };
+            let found = if crowded {
+                b.replica_get(replica.clone()).await
+            } else {
+                Ok(None)
+            };
+            let result = match found {
+                Ok(Some(mut r)) => {
+                    r.state = connreg::ReplicaState::Draining;
+                    Ok(r)
+                }
+                Ok(None) => b.replica_drain(replica).await,
+                Err(e) => Err(e),
+            };
+            Response::Drain {
+                result: result.map_err(WireError::from),
+            }
+        }
         (_, request) => respond_plainly(b, request).await,
     }
 }

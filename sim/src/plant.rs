@@ -15,6 +15,11 @@ use connreg::plant::Plant;
 /// The page `maintain-page-stops-early` reads expired replicas in.
 pub const MAINTENANCE_PAGE: u32 = 256;
 
+/// How many draining replicas `drain-lost-in-crowd` keeps track of: a
+/// drain past them is answered but not applied. Above the 64 replicas a
+/// scenario may list one by one, so only a fleet reaches it.
+pub const DRAINING_TRACKED: usize = 64;
+
 /// One planted bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -42,6 +47,10 @@ pub enum PlantedBug {
     /// answers `more = false`: the replicas left over wait for a later
     /// round. Only a fleet where more than a page expire at once shows it.
     MaintainPageStopsEarly,
+    /// A drain arriving while [`DRAINING_TRACKED`] replicas already drain
+    /// is answered `draining` but not applied: the replica stays ready
+    /// and keeps taking new routes. Only a fleet drains that many at once.
+    DrainLostInCrowd,
 }
 
 impl PlantedBug {
@@ -54,6 +63,7 @@ impl PlantedBug {
         all.push(PlantedBug::MaintainOvercount);
         all.push(PlantedBug::NoReconciliation);
         all.push(PlantedBug::MaintainPageStopsEarly);
+        all.push(PlantedBug::DrainLostInCrowd);
         all
     }
 
@@ -67,6 +77,7 @@ impl PlantedBug {
             PlantedBug::MaintainOvercount => "maintain-overcount",
             PlantedBug::NoReconciliation => "no-reconciliation",
             PlantedBug::MaintainPageStopsEarly => "maintain-page-stops-early",
+            PlantedBug::DrainLostInCrowd => "drain-lost-in-crowd",
         }
     }
 
@@ -92,6 +103,9 @@ impl PlantedBug {
             PlantedBug::MaintainPageStopsEarly => {
                 "lease maintenance stops after a page of 256 expired replicas and says none remain"
             }
+            PlantedBug::DrainLostInCrowd => {
+                "a drain while 64 replicas already drain is answered but not applied"
+            }
         }
     }
 
@@ -114,6 +128,7 @@ impl PlantedBug {
             PlantedBug::MaintainOvercount => "0004_replica_crash_mid_action.toml",
             PlantedBug::NoReconciliation => "0021_dispatcher_crash_reconciliation.toml",
             PlantedBug::MaintainPageStopsEarly => "0022_mass_expiry.toml",
+            PlantedBug::DrainLostInCrowd => "0025_group_crash_and_drain.toml",
         }
     }
 
@@ -135,6 +150,7 @@ impl PlantedBug {
             PlantedBug::SilentRelease | PlantedBug::MaintainOvercount => invariant::CAPACITY.0,
             PlantedBug::NoReconciliation => invariant::LEAK.0,
             PlantedBug::MaintainPageStopsEarly => invariant::LEASE_PROGRESS.0,
+            PlantedBug::DrainLostInCrowd => invariant::ELIGIBLE.0,
         }
     }
 
@@ -154,6 +170,7 @@ impl PlantedBug {
             PlantedBug::SilentRelease
                 | PlantedBug::MaintainOvercount
                 | PlantedBug::MaintainPageStopsEarly
+                | PlantedBug::DrainLostInCrowd
         )
     }
 

@@ -31,13 +31,15 @@ macro_rules! on_postgres {
             // so its scenario runs in a test binary of its own.
             // A fleet-sized scenario (replica groups) takes minutes on
             // PostgreSQL even in a release build: CI runs it there in
-            // release (`.ci/run`, the `fleet_sized` sweep), not here.
+            // release (`.ci/run`, `fleet_on_postgres`), not here.
             let listed = [$($file,)* "0018_db_server_restart.toml"];
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
             let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
-            let fleet_on_postgres = ci.lines().skip_while(|l| !l.contains("elif fleet_sized"))
-                .take(3)
-                .any(|l| l.contains("--backend postgres"));
+            let fleet_on_postgres = ci.contains("fleet_on_postgres+=(\"$scenario\")")
+                && ci.lines().any(|l| {
+                    l.contains("--backend postgres")
+                        && l.contains("sweep --scenario \"$scenario\" --seeds 1..2")
+                });
             for entry in std::fs::read_dir(root.join("scenarios")).unwrap() {
                 let path = entry.unwrap().path();
                 let name = path.file_name().unwrap().to_str().unwrap().to_string();
