@@ -4,6 +4,7 @@
 
 use connreg::contracts::{CatalogRead, Operations, ReplicaLifecycle, Routing, Status};
 use connreg::inspect::{ChangeCursor, ScopeUsage};
+use connreg::request::CircuitCloseParams;
 use connreg::*;
 
 use crate::Harness;
@@ -294,7 +295,7 @@ pub async fn change_feed_adds_up_to_a_full_inspection<H: Harness>(harness: &H) {
         .await
         .unwrap();
     step!("two resolves");
-    s.settle(&a1, Outcome::Succeeded).await.unwrap();
+    s.settle(&a1, Outcome::Completed).await.unwrap();
     step!("a settlement");
     let again = s.resolve_acme("f-a1").await;
     assert_eq!(again.reservation.attempt, 2);
