@@ -186,6 +186,7 @@ macro_rules! conformance_tests {
         $crate::__conformance_area! { $harness; status: [
             status_counts_match_the_store,
             data_plane_handle_serves_the_same_store,
+            change_feed_adds_up_to_a_full_inspection,
         ] }
         $crate::__conformance_area! { $harness; race: [
             racing_resolves_of_one_action_create_one_assignment,

@@ -2,7 +2,9 @@
 //! replicas by state, live reservations, routes, open circuits and the
 //! revision (AUTH-5).
 
-use connreg::contracts::{CatalogRead, ReplicaLifecycle, Routing, Status};
+use connreg::contracts::{CatalogRead, Operations, ReplicaLifecycle, Routing, Status};
+use connreg::inspect::{ChangeCursor, ScopeUsage};
+use connreg::request::CircuitCloseParams;
 use connreg::*;
 
 use crate::Harness;
@@ -189,4 +191,168 @@ pub async fn data_plane_handle_serves_the_same_store<H: Harness>(harness: &H) {
         .unwrap();
     assert_eq!(maintained.expired.len(), 11, "all but the renewed replica");
     assert_eq!(s.store.status().await.unwrap().replicas_offline, 11);
+}
+
+/// The rows a change feed has delivered so far, applied one read at a
+/// time: what a consumer of the feed believes the store holds.
+#[derive(Default)]
+struct FeedMirror {
+    cursor: Option<ChangeCursor>,
+    revision: Revision,
+    replicas: std::collections::BTreeMap<ReplicaId, Replica>,
+    scopes: std::collections::BTreeMap<ScopeId, ScopeUsage>,
+    routes: std::collections::BTreeMap<ActionId, RouteRecord>,
+    /// Reads that came back as the rows changed since a cursor.
+    partial_reads: u32,
+}
+
+impl FeedMirror {
+    /// Reads the feed from the mirror's cursor and applies what it says.
+    async fn read<S: Inspect>(&mut self, store: &S, after: &str) {
+        let changes = store.inspect_changes(self.cursor).await.expect("feed");
+        let snap = changes.snapshot;
+        let sorted = |ids: Vec<String>| ids.windows(2).all(|w| w[0] < w[1]);
+        assert!(
+            sorted(
+                snap.replicas
+                    .iter()
+                    .map(|r| r.spec.id.to_string())
+                    .collect()
+            ) && sorted(snap.scopes.iter().map(|s| s.scope.id.to_string()).collect())
+                && sorted(
+                    snap.routes
+                        .iter()
+                        .map(|r| r.assignment.identity.action.to_string())
+                        .collect()
+                ),
+            "after {after}: the feed lists rows in identifier order"
+        );
+        if changes.complete {
+            self.replicas.clear();
+            self.scopes.clear();
+            self.routes.clear();
+        } else {
+            self.partial_reads += 1;
+        }
+        self.revision = snap.revision;
+        for r in snap.replicas {
+            self.replicas.insert(r.spec.id.clone(), r);
+        }
+        for s in snap.scopes {
+            self.scopes.insert(s.scope.id.clone(), s);
+        }
+        for r in snap.routes {
+            self.routes.insert(r.assignment.identity.action.clone(), r);
+        }
+        self.cursor = Some(changes.cursor);
+    }
+
+    fn snapshot(&self) -> StoreSnapshot {
+        StoreSnapshot {
+            revision: self.revision,
+            replicas: self.replicas.values().cloned().collect(),
+            scopes: self.scopes.values().cloned().collect(),
+            routes: self.routes.values().cloned().collect(),
+        }
+    }
+}
+
+// spec: AUTH-5
+/// The change feed adds up to the store: after every kind of write
+/// (resolve, pinned reserve, settle, circuit open and close, drain,
+/// heartbeat, maintenance, registration, publication), the rows read from
+/// the feed since the previous read, applied over what was read before,
+/// equal a full inspection; a read with nothing written since returns no
+/// row unless the backend answers every read with the whole store.
+pub async fn change_feed_adds_up_to_a_full_inspection<H: Harness>(harness: &H) {
+    let s = fixture::open(harness, FleetOptions::default().with_circuit(true, 1)).await;
+    let mut feed = FeedMirror::default();
+    feed.read(&s.store, "opening").await;
+    assert_eq!(
+        feed.snapshot(),
+        s.inspect().await,
+        "the first read is whole"
+    );
+
+    let mut steps = 0u32;
+    macro_rules! step {
+        ($what:expr) => {{
+            feed.read(&s.store, $what).await;
+            assert_eq!(
+                feed.snapshot(),
+                s.inspect().await,
+                "after {}: the feed missed a write",
+                $what
+            );
+            steps += 1;
+        }};
+    }
+
+    let a1 = s.resolve_acme("f-a1").await;
+    step!("a resolve");
+    let a2 = s.resolve_acme("f-a2").await;
+    s.resolve("f-g1", &fixture::globex(), &fixture::crm_create())
+        .await
+        .unwrap();
+    step!("two resolves");
+    s.settle(&a1, Outcome::Completed).await.unwrap();
+    step!("a settlement");
+    let again = s.resolve_acme("f-a1").await;
+    assert_eq!(again.reservation.attempt, 2);
+    step!("a pinned reserve");
+    s.settle(&a2, Outcome::OutcomeUnknown).await.unwrap();
+    step!("a settlement that opens a circuit");
+    s.store
+        .circuit_close(CircuitCloseParams {
+            replica: a2.destination.replica.clone(),
+            reason: "feed test".into(),
+        })
+        .await
+        .unwrap();
+    step!("closing a circuit");
+    s.store
+        .replica_drain(replica("i-acme-crm-r3"))
+        .await
+        .unwrap();
+    step!("a drain");
+    for spec in s.fleet.replica_specs() {
+        if spec.instance.as_str() != "i-acme-mail" {
+            s.store
+                .replica_heartbeat(HeartbeatParams {
+                    replica: spec.id,
+                    health_seq: 2,
+                    lease_ttl_ms: 600_000,
+                })
+                .await
+                .unwrap();
+        }
+    }
+    step!("heartbeats");
+    let mut wider = s.fleet.scope("s-acme");
+    wider.limit += 5;
+    s.publish(vec![Change::UpsertScope(wider)]).await.unwrap();
+    step!("a publication of a scope");
+    s.clock.advance_ms(s.fleet.options.lease_ttl_ms);
+    s.store
+        .lease_maintain(MaintainParams { max: 100 })
+        .await
+        .unwrap();
+    step!("lease maintenance");
+    let back = s.fleet.replicas_of("i-acme-mail").remove(0);
+    s.register(back, 3).await;
+    step!("a registration coming back");
+
+    let before = feed.partial_reads;
+    feed.read(&s.store, "nothing").await;
+    if feed.partial_reads > before {
+        let quiet = s.store.inspect_changes(feed.cursor).await.unwrap();
+        assert!(
+            quiet.snapshot.replicas.is_empty()
+                && quiet.snapshot.scopes.is_empty()
+                && quiet.snapshot.routes.is_empty(),
+            "no write, no row"
+        );
+    }
+    assert_eq!(feed.snapshot(), s.inspect().await);
+    assert_eq!(steps, 11);
 }

@@ -56,7 +56,7 @@ pub use id::{
     ActionId, BindingId, CapabilityId, CapacityClass, ConnectorTypeId, InstanceId, ProfileId,
     Region, ReplicaId, ScopeId, TenantId, VersionId, Zone,
 };
-pub use inspect::{Inspect, StoreSnapshot};
+pub use inspect::{ChangeCursor, Inspect, StoreChanges, StoreSnapshot};
 pub use memory::MemoryRegistry;
 pub use records::{
     AdmissionScope, Binding, CapabilityDefinition, Circuit, ConnectorType, ConnectorVersion,

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use connreg::contracts::Registry;
-use connreg::{Inspect, ManualClock, Result, StoreSnapshot};
+use connreg::{ChangeCursor, Inspect, ManualClock, Result, StoreChanges};
 
 use crate::plant::PlantedBug;
 use crate::trace::{Event, ReleasedRef};
@@ -217,9 +217,12 @@ impl<B: Backend> Store<B> {
         }
     }
 
-    /// A full snapshot of the store, for the checkers.
-    pub fn snapshot(&self) -> Result<StoreSnapshot> {
-        self.block(|b| async move { b.inspect().await })
+    /// The rows of the store written since `cursor` (every row without
+    /// one), for the checkers: the backend's change feed
+    /// ([`Inspect::inspect_changes`]), which a backend without one answers
+    /// with the whole store.
+    pub fn changes(&self, cursor: Option<ChangeCursor>) -> Result<StoreChanges> {
+        self.block(move |b| async move { b.inspect_changes(cursor).await })
     }
 }
 

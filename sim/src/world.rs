@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use connreg::{ActionId, ManualClock, ReplicaId, RouteRecord, ScopeId, StoreSnapshot, Timestamp};
+use connreg::{
+    ActionId, ChangeCursor, ManualClock, ReplicaId, RouteRecord, ScopeId, StoreSnapshot, Timestamp,
+};
 
 use crate::backend::{Backend, Store};
 use crate::check::Checker;
@@ -104,7 +106,11 @@ impl RunReport {
     }
 }
 
-/// The store's last snapshot, to emit only what changed.
+/// The store as the checkers last saw it, to emit only what changed. It is
+/// kept from the store's change feed: each read lists the rows written
+/// since the previous one (or every row, from a backend without a feed),
+/// and a listed row is emitted only when it differs from the mirror's, so
+/// the trace is the same whichever way the rows came.
 #[derive(Default)]
 struct Mirror {
     revision: Option<connreg::Revision>,
@@ -160,6 +166,8 @@ struct World<B: Backend> {
     clock_offset_ms: i64,
     checker: Checker,
     mirror: Mirror,
+    /// Where the next read of the store's change feed starts.
+    cursor: Option<ChangeCursor>,
     violations: Vec<Violation>,
     violations_traced: u64,
     checks: u64,
@@ -204,6 +212,7 @@ pub(crate) fn simulate<B: Backend>(
         clock_offset_ms: 0,
         checker: Checker::new(),
         mirror: Mirror::default(),
+        cursor: None,
         violations: Vec::new(),
         violations_traced: 0,
         checks: 0,
@@ -739,9 +748,9 @@ impl<B: Backend> World<B> {
         // A connection a database fault broke fails one call and is
         // replaced: a failed snapshot is taken again on another.
         let mut attempt = 1;
-        let snap = loop {
-            match self.store.snapshot() {
-                Ok(snap) => break snap,
+        let changes = loop {
+            match self.store.changes(self.cursor) {
+                Ok(changes) => break changes,
                 Err(_) if attempt < SNAPSHOT_ATTEMPTS_MAX && self.database.is_some() => {
                     attempt += 1;
                 }
@@ -752,7 +761,8 @@ impl<B: Backend> World<B> {
                 }
             }
         };
-        if let Some(diff) = self.mirror.diff(snap) {
+        self.cursor = Some(changes.cursor);
+        if let Some(diff) = self.mirror.diff(changes.snapshot) {
             self.ctx.emit(Event::Snapshot(diff));
         }
     }

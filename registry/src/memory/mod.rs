@@ -25,7 +25,7 @@ use crate::clock::Clock;
 use crate::contracts::{CatalogAdmin, CatalogRead, Operations, ReplicaLifecycle, Routing, Status};
 use crate::error::{Error, Result};
 use crate::id::{ActionId, ReplicaId, TenantId};
-use crate::inspect::{Inspect, StoreSnapshot};
+use crate::inspect::{ChangeCursor, Inspect, StoreChanges, StoreSnapshot};
 use crate::records::{Replica, Revision, RouteRecord};
 use crate::request::{
     AuditEntry, AuditPage, AuditQuery, CircuitCloseParams, HeartbeatOutcome, HeartbeatParams,
@@ -153,6 +153,7 @@ impl CatalogAdmin for MemoryRegistry {
         let mut store = self.lock()?;
         let next = store.catalog.apply(&publication, &store.live)?;
         store.catalog = next;
+        store.live.published(&publication);
         Ok(store.catalog.revision)
     }
 }
@@ -255,6 +256,14 @@ impl Inspect for MemoryRegistry {
     async fn inspect(&self) -> Result<StoreSnapshot> {
         let store = self.lock()?;
         store.live.snapshot(&store.catalog)
+    }
+
+    /// Reads only the rows written since `cursor`: every write stamps the
+    /// rows it writes, and the stamps are indexed by their order, so a
+    /// read costs the rows it returns, not the size of the store.
+    async fn inspect_changes(&self, cursor: Option<ChangeCursor>) -> Result<StoreChanges> {
+        let store = self.lock()?;
+        store.live.changes_since(&store.catalog, cursor)
     }
 }
 

@@ -63,6 +63,7 @@ impl LiveState {
             r.lease_expires_at = lease;
             r.state = ReplicaState::Ready;
             self.leases.insert((lease, spec.id.clone()));
+            self.changes.replica(&spec.id);
             return Ok(r.clone());
         }
         let siblings = self
@@ -104,6 +105,7 @@ impl LiveState {
             reserved: BTreeSet::new(),
             template: None,
         });
+        self.changes.replica(&spec.id);
         Ok(replica)
     }
 
@@ -136,15 +138,19 @@ impl LiveState {
         let new = r.lease_expires_at;
         self.leases.remove(&(old, params.replica.clone()));
         self.leases.insert((new, params.replica.clone()));
+        self.changes.replica(&params.replica);
         Ok(HeartbeatOutcome::Applied)
     }
 
     pub(crate) fn drain(&mut self, id: &ReplicaId) -> Result<Replica> {
         let r = self.replica_mut(id)?;
-        if r.state == ReplicaState::Ready {
-            r.state = ReplicaState::Draining;
+        if r.state != ReplicaState::Ready {
+            return Ok(r.clone());
         }
-        Ok(r.clone())
+        r.state = ReplicaState::Draining;
+        let drained = r.clone();
+        self.changes.replica(id);
+        Ok(drained)
     }
 
     /// LEASE-2, LEASE-3: bounded by replicas and by reservations, contacts
@@ -180,7 +186,9 @@ impl LiveState {
                 Some(&at) => {
                     let slot = self.slot_mut(at);
                     slot.replica.state = ReplicaState::Offline;
-                    slot.reserved.iter().cloned().collect()
+                    let held = slot.reserved.iter().cloned().collect();
+                    self.changes.replica(&id);
+                    held
                 }
                 None => Vec::new(),
             };
@@ -201,6 +209,7 @@ impl LiveState {
                     &action,
                     &mut self.groups,
                     &mut self.scope_in_use,
+                    &mut self.changes,
                     Outcome::LeaseExpired,
                     CircuitPolicy::default(),
                 );

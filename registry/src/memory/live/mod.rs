@@ -10,8 +10,10 @@
 //! - `lifecycle`: replica registration, heartbeats, draining and lease
 //!   maintenance.
 //! - `audit`: the operator audit trail, status counts and inspection.
+//! - `feed`: the change feed: which rows each write wrote, read by cursor.
 
 mod audit;
+mod feed;
 mod lifecycle;
 mod resolve;
 mod settle;
@@ -196,6 +198,9 @@ pub(crate) struct LiveState {
     audit: VecDeque<AuditEntry>,
     /// The `seq` of the last audit entry written (0: none yet).
     audit_seq: u64,
+    /// Which rows were written when: every write stamps the replica,
+    /// scope and route rows it writes here.
+    changes: feed::ChangeLog,
     /// Bindings and replicas the last resolve looked at (AUTH-4 evidence
     /// for tests; deterministic, never used for decisions).
     pub(crate) last_resolve_rows_examined: u64,

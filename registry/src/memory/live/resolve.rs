@@ -366,7 +366,7 @@ impl LiveState {
 
     /// ROUTE-7: every scope, the replica count and the route, in one step.
     fn commit_new(&mut self, action: &ActionId, d: Decision) -> RouteAssignment {
-        self.take_capacity(&d.fixed.counters, d.slot, action);
+        self.take_capacity(&d.fixed, d.slot, action);
         let stored = StoredRoute {
             fixed: d.fixed,
             slot: d.slot,
@@ -377,16 +377,21 @@ impl LiveState {
         };
         let assignment = stored.assignment(action);
         self.routes.insert(action.clone(), stored);
+        self.changes.route(action);
         assignment
     }
 
-    fn take_capacity(&mut self, counters: &[u32], at: SlotRef, action: &ActionId) {
-        for &counter in counters {
+    /// Takes a reservation of `fixed`'s scopes and of the replica in `at`
+    /// for `action`, stamping the scopes and the replica.
+    fn take_capacity(&mut self, fixed: &RouteFixed, at: SlotRef, action: &ActionId) {
+        for &counter in &fixed.counters {
             self.scope_in_use[counter as usize] += 1;
         }
-        let slot = self.slot_mut(at);
+        self.changes.scopes(&fixed.scopes);
+        let slot = &mut self.groups[at.group as usize][at.index as usize];
         slot.replica.active += 1;
         slot.reserved.insert(action.clone());
+        self.changes.replica(&slot.replica.spec.id);
     }
 
     /// PIN-3, PIN-4: the same replica and scopes again, or an error; never
@@ -433,7 +438,7 @@ impl LiveState {
             return Err(Error::NoCapacity);
         }
         let fence = self.next_fence();
-        self.take_capacity(&f.counters, stored.slot, &request.action);
+        self.take_capacity(f, stored.slot, &request.action);
         let record = self
             .routes
             .get_mut(&request.action)
@@ -441,6 +446,7 @@ impl LiveState {
         record.fence = fence;
         record.attempt = stored.attempt + 1;
         record.reserved = true;
+        self.changes.route(&request.action);
         Ok(Resolved {
             assignment: record.assignment(&request.action),
             kind: ResolveKind::Reserved,
@@ -468,7 +474,8 @@ impl LiveState {
             scopes: reservation.scopes,
             counters,
         });
-        self.take_capacity(&fixed.counters, slot, &identity.action);
+        self.take_capacity(&fixed, slot, &identity.action);
+        self.changes.route(&identity.action);
         self.routes.insert(
             identity.action,
             StoredRoute {

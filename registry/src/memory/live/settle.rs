@@ -9,6 +9,7 @@ use crate::limits::AUDIT_ENTRIES_MAX;
 use crate::records::{Circuit, Outcome};
 use crate::request::{AuditEntry, CircuitCloseParams, CircuitPolicy, SettleParams, Settled};
 
+use super::feed::ChangeLog;
 use super::{LiveState, Slot, StoredRoute};
 use crate::memory::Behaviour;
 
@@ -36,6 +37,7 @@ impl LiveState {
             action,
             &mut self.groups,
             &mut self.scope_in_use,
+            &mut self.changes,
             params.outcome,
             policy,
         );
@@ -43,12 +45,13 @@ impl LiveState {
     }
 
     /// Gives back what `stored`'s reservation took and records the
-    /// settlement.
+    /// settlement, stamping the route, its replica and its scopes.
     pub(super) fn release_stored(
         stored: &mut StoredRoute,
         action: &ActionId,
         groups: &mut [Vec<Slot>],
         scope_in_use: &mut [u32],
+        changes: &mut ChangeLog,
         outcome: Outcome,
         policy: CircuitPolicy,
     ) {
@@ -62,6 +65,9 @@ impl LiveState {
         slot.replica.circuit = slot.replica.circuit.after_settlement(outcome, policy);
         stored.reserved = false;
         stored.last_settlement = Some(outcome);
+        changes.scopes(&stored.fixed.scopes);
+        changes.replica(&slot.replica.spec.id);
+        changes.route(action);
     }
 
     /// SETTLE-6: only an operator closes a circuit, and it is audited.
@@ -78,6 +84,7 @@ impl LiveState {
             });
         }
         r.circuit = Circuit::default();
+        self.changes.replica(&params.replica);
         self.audit_seq += 1;
         let entry = AuditEntry {
             seq: self.audit_seq,
