@@ -713,6 +713,42 @@ impl Report {
             number(m.unexpected_error_rate)
         );
         let i = &self.invariants;
+        if let Some(e) = &self.expiry {
+            let _ = writeln!(
+                s,
+                "expiry:     {} replicas ({:.1}% of the fleet, zones {}) over {} trial(s): {} offline, {} left online, {} others offline; {} reservations released; {} maintenance calls of at most {} ({} failed), largest {} ms; {} replicas/s, {} released/s; all offline within {} ms in every trial: {}",
+                e.replicas,
+                e.replica_share * 100.0,
+                e.zones.join(","),
+                self.trials.len(),
+                e.offline,
+                e.left_online,
+                e.others_offline,
+                e.released,
+                e.calls,
+                e.batch,
+                e.errors,
+                number(e.largest_call_ms),
+                number(e.replicas_per_s),
+                number(e.released_per_s),
+                e.offline_within_ms_max,
+                if e.all_offline_within_bound { "yes" } else { "no" },
+            );
+        }
+        if let Some(p) = &self.publications {
+            let _ = writeln!(
+                s,
+                "publish:    {} publications every {} ms ({} ok, {} failed, {} changes); latency p50 {} ms, p99 {} ms, max {} ms",
+                p.publications,
+                p.interval_ms,
+                p.ok,
+                p.failures,
+                p.changes,
+                number(p.latency.p50_ms),
+                number(p.latency.p99_ms),
+                number(p.latency.max_ms),
+            );
+        }
         let _ = writeln!(
             s,
             "invariants: {} replicas, {} scopes, {} routes checked; {} violations",
