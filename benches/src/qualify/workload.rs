@@ -333,21 +333,6 @@ impl<R: DataPlane> Client<'_, R> {
     async fn run(&mut self, op: Operation) -> bool {
         match op {
             Operation::ResolveNew => return self.resolve_new().await,
-            Operation::ResolveDuplicate if self.shared.zone.is_some() => {
-                // A reservation on a silent zone's replica may be gone: its
-                // holder settles it rather than resolving it again.
-                let (_, i) = self.pick_held();
-                let on_silent = match &self.result.tracked[i].expect {
-                    Expect::Reserved(a) => self.shared.silent(&a.destination.replica),
-                    _ => false,
-                };
-                if on_silent {
-                    self.result.tally.substitutions += 1;
-                    self.settle().await;
-                } else {
-                    self.resolve_duplicate().await;
-                }
-            }
             Operation::ResolveDuplicate => self.resolve_duplicate().await,
             Operation::Settle => self.settle().await,
             Operation::Heartbeat => self.heartbeat().await,
@@ -425,10 +410,30 @@ impl<R: DataPlane> Client<'_, R> {
     }
 
     async fn resolve_duplicate(&mut self) {
-        let (_, i) = self.pick_held();
+        let (at, i) = self.pick_held();
         let Expect::Reserved(held) = self.result.tracked[i].expect.clone() else {
             return;
         };
+        // A duplicate on an expiring replica holds the gate, so the zones
+        // fall silent (and maintenance starts) only between such calls;
+        // once silent, the reservation may be gone and its holder settles
+        // it instead.
+        let shared = self.shared;
+        let mut _gate = None;
+        if let Some(zone) = shared
+            .zone
+            .as_ref()
+            .filter(|_| shared.plan.expiring.contains(&held.destination.replica))
+        {
+            let guard = zone.gate.read().await;
+            if zone.is_silent() {
+                drop(guard);
+                self.result.tally.substitutions += 1;
+                self.settle_at(at, i).await;
+                return;
+            }
+            _gate = Some(guard);
+        }
         let identity = &held.identity;
         let tenant = self
             .shared
@@ -496,6 +501,11 @@ impl<R: DataPlane> Client<'_, R> {
 
     async fn settle(&mut self) {
         let (at, i) = self.pick_held();
+        self.settle_at(at, i).await;
+    }
+
+    /// Settles the reservation at position `at` of `held` (`tracked[i]`).
+    async fn settle_at(&mut self, at: usize, i: usize) {
         self.held.swap_remove(at);
         let Expect::Reserved(assignment) = self.result.tracked[i].expect.clone() else {
             return;
