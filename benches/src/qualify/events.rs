@@ -115,7 +115,7 @@ impl ExpiryFacts {
         ExpiryFacts {
             zones: expiry.zones.clone(),
             replicas,
-            replica_share: replicas as f64 / (plan.replicas.len().max(1)) as f64,
+            replica_share: replicas as f64 / plan.replicas.len().max(1) as f64,
             happened: false,
             at_ms: 0.0,
             batch: expiry.batch,
@@ -187,7 +187,6 @@ pub struct ExpiryOutcome {
 /// Waits until `at` (or an interruption), silences the expiring zones,
 /// moves `clock` one fleet lease and a millisecond, and runs lease
 /// maintenance until it finds no expired replica left.
-#[allow(clippy::too_many_arguments)]
 pub async fn expire<R: ReplicaLifecycle>(
     registry: R,
     plan: Arc<FleetPlan>,

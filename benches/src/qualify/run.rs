@@ -418,10 +418,10 @@ where
             // Reservations still held that maintenance released were
             // released as lease_expired: the end check holds the store to it.
             for t in &mut outcome.tracked {
-                if let Expect::Reserved(a) = &t.expect {
-                    if expired.released.contains(&t.action) {
-                        t.expect = Expect::Released(a.clone(), connreg::Outcome::LeaseExpired);
-                    }
+                if let Expect::Reserved(a) = &t.expect
+                    && expired.released.contains(&t.action)
+                {
+                    t.expect = Expect::Released(a.clone(), connreg::Outcome::LeaseExpired);
                 }
             }
             let f = &expired.facts;
