@@ -113,7 +113,10 @@ fn expiry_and_publications_run_beside_the_resolvers_and_are_reported() {
         assert!(f(&te["offline_ms"]) <= 30_000.0, "{te}");
         assert!(u(&t["publications"]["ok"]) > 0, "{t}");
     }
-    assert_eq!(threshold(report, "expiry_left_online_max")["verdict"], "pass");
+    assert_eq!(
+        threshold(report, "expiry_left_online_max")["verdict"],
+        "pass"
+    );
     assert_eq!(
         threshold(report, "expiry_offline_within_ms_max")["verdict"],
         "pass"
@@ -128,7 +131,10 @@ fn expiry_and_publications_run_beside_the_resolvers_and_are_reported() {
     let l = &p["latency"];
     assert_eq!(u(&l["count"]), u(&p["publications"]), "{p}");
     assert!(f(&l["p50_ms"]) <= f(&l["p99_ms"]) && f(&l["p99_ms"]) <= f(&l["max_ms"]));
-    assert_eq!(threshold(report, "publication_failures_max")["verdict"], "pass");
+    assert_eq!(
+        threshold(report, "publication_failures_max")["verdict"],
+        "pass"
+    );
     assert_eq!(threshold(report, "publications_min")["verdict"], "pass");
     // The invariant threshold stays last.
     let names: Vec<&str> = report["thresholds"]

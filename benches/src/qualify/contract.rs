@@ -21,10 +21,10 @@ use serde::{Deserialize, Serialize};
 use super::fleet::FleetShape;
 use super::limits::{
     ACTIONS_MAX, BINDINGS_MAX, BINDINGS_PER_TENANT_CAPABILITY_MAX, CAPABILITIES_MAX, CLIENTS_MAX,
-    CONTRACT_BYTES_MAX, DESCRIPTION_BYTES_MAX, DURATION_MS_MAX, EXPIRY_MS_MAX, EXPIRY_ZONES_MAX, DURATION_MS_MIN, INSTANCES_MAX,
-    INSTANCES_PER_TENANT_MAX, MIX_WEIGHT_MAX, NAME_BYTES_MAX, OPERATIONS_MAX,
-    OUTSTANDING_PER_CLIENT_MAX, PGBENCH_SECS_DEFAULT, PUBLICATION_INTERVAL_MS_MAX,
-    PUBLICATION_INTERVAL_MS_MIN, PGBENCH_SECS_MAX, PROCESSES_MAX, REGIONS_MAX,
+    CONTRACT_BYTES_MAX, DESCRIPTION_BYTES_MAX, DURATION_MS_MAX, DURATION_MS_MIN, EXPIRY_MS_MAX,
+    EXPIRY_ZONES_MAX, INSTANCES_MAX, INSTANCES_PER_TENANT_MAX, MIX_WEIGHT_MAX, NAME_BYTES_MAX,
+    OPERATIONS_MAX, OUTSTANDING_PER_CLIENT_MAX, PGBENCH_SECS_DEFAULT, PGBENCH_SECS_MAX,
+    PROCESSES_MAX, PUBLICATION_INTERVAL_MS_MAX, PUBLICATION_INTERVAL_MS_MIN, REGIONS_MAX,
     REPLICAS_MAX, REPLICAS_PER_INSTANCE_MAX, TENANTS_MAX, TRIALS_MAX, WARMUP_MS_DEFAULT,
     WARMUP_MS_MAX, ZONES_PER_REGION_MAX,
 };
@@ -531,7 +531,13 @@ impl Contract {
                 "expiry.zones holds every replica of the fleet: at least one zone must keep serving",
             );
         }
-        check_range("expiry.at_ms", e.at_ms, 0, duration.saturating_sub(1), "load.duration_ms")?;
+        check_range(
+            "expiry.at_ms",
+            e.at_ms,
+            0,
+            duration.saturating_sub(1),
+            "load.duration_ms",
+        )?;
         check_range(
             "expiry.batch",
             e.batch,

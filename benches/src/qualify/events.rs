@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use connreg::contracts::{CatalogAdmin, ReplicaLifecycle};
 use connreg::limits::SCOPE_LIMIT_MAX;
 use connreg::{
-    ActionId, AdmissionScope, Binding, BindingId, Change, MaintainParams, ManualClock,
-    Publication, Revision, ScopeKind, TenantId,
+    ActionId, AdmissionScope, Binding, BindingId, Change, MaintainParams, ManualClock, Publication,
+    Revision, ScopeKind, TenantId,
 };
 use serde::{Deserialize, Serialize};
 
@@ -216,7 +216,10 @@ pub async fn expire<R: ReplicaLifecycle>(
         Instant::now()
     };
     facts.happened = true;
-    facts.at_ms = silenced.saturating_duration_since(measure_from).as_secs_f64() * 1000.0;
+    facts.at_ms = silenced
+        .saturating_duration_since(measure_from)
+        .as_secs_f64()
+        * 1000.0;
     let mut latency = Latency::default();
     let mut offline: HashSet<connreg::ReplicaId> = HashSet::new();
     let mut others = 0u64;
@@ -440,14 +443,16 @@ impl Publisher {
     }
 }
 
-/// Publishes every `interval_ms` from `measure_from` until `until` (or an
-/// interruption), then enables again a binding left disabled.
+/// Publishes every `interval_ms` from `measure_from` until `until`, the
+/// clients' end (`clients_done`, a trial that stopped early) or an
+/// interruption, then enables again a binding left disabled.
 pub async fn publish<R: CatalogAdmin>(
     registry: R,
     mut publisher: Publisher,
     publications: Publications,
     measure_from: Instant,
     until: Instant,
+    clients_done: Arc<AtomicBool>,
     interrupted: Arc<AtomicBool>,
 ) -> PublicationOutcome {
     let interval = Duration::from_millis(publications.interval_ms);
@@ -469,7 +474,10 @@ pub async fn publish<R: CatalogAdmin>(
             _ = ticks.tick() => {}
             _ = tokio::time::sleep_until(until.into()) => break,
         }
-        if interrupted.load(Ordering::Relaxed) || Instant::now() >= until {
+        if interrupted.load(Ordering::Relaxed)
+            || clients_done.load(Ordering::Relaxed)
+            || Instant::now() >= until
+        {
             break;
         }
         let (changes, raised) = publisher.next_changes();

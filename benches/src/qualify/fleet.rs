@@ -30,8 +30,8 @@ use connreg::limits::PUBLICATION_CHANGES_MAX;
 use connreg::{
     AdmissionScope, Binding, BindingId, CapabilityDefinition, CapabilityId, CapacityClass, Change,
     ConnectorType, ConnectorTypeId, ConnectorVersion, CrossRegion, Instance, InstanceId, OpaqueRef,
-    Publication, Region, RegisterParams, ReplicaId, ReplicaSpec, Revision, ScopeId, ScopeKind, TenantId,
-    TopologyPreference, VersionId, Zone,
+    Publication, Region, RegisterParams, ReplicaId, ReplicaSpec, Revision, ScopeId, ScopeKind,
+    TenantId, TopologyPreference, VersionId, Zone,
 };
 use serde::{Deserialize, Serialize};
 

@@ -273,7 +273,11 @@ pub fn markdown(r: &Report, plots: &[(&str, String)]) -> String {
                 t.replicas_per_s,
                 t.released_per_s,
                 t.offline_ms,
-                if t.all_offline_within_bound { "yes" } else { "**no**" },
+                if t.all_offline_within_bound {
+                    "yes"
+                } else {
+                    "**no**"
+                },
             );
         }
     }

@@ -732,7 +732,11 @@ impl Report {
                 number(e.replicas_per_s),
                 number(e.released_per_s),
                 e.offline_within_ms_max,
-                if e.all_offline_within_bound { "yes" } else { "no" },
+                if e.all_offline_within_bound {
+                    "yes"
+                } else {
+                    "no"
+                },
             );
         }
         if let Some(p) = &self.publications {

@@ -15,14 +15,11 @@ use connreg::{CatalogQuery, Inspect, ManualClock, MemoryRegistry, Reader, Timest
 
 use super::beside::{self, PgbenchFacts};
 use super::check::{Expect, Violations, check_store};
-use super::limits::REGISTER_CONCURRENCY;
-use super::report::{Bound, ThresholdResult};
-use super::stats::Latency;
-use connreg::RegisterParams;
 use super::cleanup::{self, CleanupFacts};
 use super::contract::{BackendKind, Contract, RunLength};
 use super::error::QualifyError;
 use super::fleet::{self, FleetPlan};
+use super::limits::REGISTER_CONCURRENCY;
 use super::progress::ProgressMode;
 use super::provenance::{self, Provenance};
 use super::report::{
@@ -30,11 +27,14 @@ use super::report::{
     MachineFacts, Measured, OperationFigures, REPORT_FORMAT, Report, RunFacts, TrialFacts,
     evaluate_trials, overall, spread,
 };
+use super::report::{Bound, ThresholdResult};
 use super::server::{self, OpenError, PgTarget};
+use super::stats::Latency;
 use super::stats::{Operation, Tally};
 use super::trial::{self, Display, TrialOutcome};
 use super::workload::{StopReason, TrialParams};
 use super::{dbcheck, events, multi};
+use connreg::RegisterParams;
 
 /// Where the registry's clock stands: far from zero, like the fixtures'.
 pub const CLOCK_START_MS: u64 = 1_000_000;
@@ -122,7 +122,16 @@ pub async fn qualify(
                 data_connections: None,
                 server: None,
             };
-            run_on(registry, clock_handle, facts, contract, options, None, progress).await?
+            run_on(
+                registry,
+                clock_handle,
+                facts,
+                contract,
+                options,
+                None,
+                progress,
+            )
+            .await?
         }
         BackendKind::Postgres => {
             progress(&match &options.target {
@@ -341,6 +350,7 @@ where
                 options.interrupted.clone(),
             ))
         });
+        let clients_done = Arc::new(AtomicBool::new(false));
         let publication_task = contract
             .publications
             .zip(publisher.take())
@@ -353,6 +363,7 @@ where
                     p,
                     measure_from,
                     until,
+                    clients_done.clone(),
                     options.interrupted.clone(),
                 ))
             });
@@ -410,6 +421,7 @@ where
         }
         .map_err(|reason| QualifyError::Run { reason })?;
         let mut outcome = outcome;
+        clients_done.store(true, Ordering::Relaxed);
         heartbeat_seq = outcome.next_heartbeat_seq;
         if let Some(task) = expiry_task {
             let expired = task.await.map_err(|e| QualifyError::Run {

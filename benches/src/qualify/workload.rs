@@ -559,7 +559,11 @@ impl<R: DataPlane> Client<'_, R> {
         // fall silent only between heartbeats; once silent, another
         // replica's heartbeat goes instead.
         let mut _gate = None;
-        if let Some(zone) = shared.zone.as_ref().filter(|_| plan.expiring.contains(&replica)) {
+        if let Some(zone) = shared
+            .zone
+            .as_ref()
+            .filter(|_| plan.expiring.contains(&replica))
+        {
             let guard = zone.gate.read().await;
             if zone.is_silent() {
                 drop(guard);
