@@ -75,8 +75,11 @@ pub struct ExpiryFacts {
     pub batch: u32,
     /// Maintenance calls made (failed ones included).
     pub calls: u64,
-    /// Maintenance calls that failed.
+    /// Maintenance calls that failed (each is retried).
     pub errors: u64,
+    /// Failed maintenance calls by error kind.
+    #[serde(default)]
+    pub error_kinds: BTreeMap<String, u64>,
     /// Of `replicas`, those maintenance took offline.
     pub offline: u64,
     /// Of `replicas`, those still online when maintenance found no more.
@@ -93,11 +96,12 @@ pub struct ExpiryFacts {
     pub replicas_per_s: f64,
     /// Reservations released per second of maintenance.
     pub released_per_s: f64,
-    /// Per call latency.
+    /// Per call latency, failed calls included.
     pub call_latency: LatencySummary,
-    /// The slowest call, in milliseconds.
+    /// The slowest successful call, in milliseconds (a failed one's time
+    /// is in `call_latency`).
     pub largest_call_ms: f64,
-    /// Replicas the slowest call took offline.
+    /// Replicas the slowest successful call took offline.
     pub largest_call_replicas: u64,
     /// From the silence to the end of the call that took the last of
     /// `replicas` offline (or the last call, when some were left), in
@@ -121,6 +125,7 @@ impl ExpiryFacts {
             batch: expiry.batch,
             calls: 0,
             errors: 0,
+            error_kinds: BTreeMap::new(),
             offline: 0,
             left_online: replicas,
             others_offline: 0,
@@ -149,6 +154,9 @@ impl ExpiryFacts {
             p.at_ms = p.at_ms.max(t.at_ms);
             p.calls += t.calls;
             p.errors += t.errors;
+            for (k, n) in &t.error_kinds {
+                *p.error_kinds.entry(k.clone()).or_default() += n;
+            }
             p.offline += t.offline;
             p.left_online += t.left_online;
             p.others_offline += t.others_offline;
@@ -258,8 +266,9 @@ pub async fn expire<R: ReplicaLifecycle>(
                     break;
                 }
             }
-            Err(_) => {
+            Err(e) => {
                 facts.errors += 1;
+                *facts.error_kinds.entry(e.kind().to_string()).or_default() += 1;
                 consecutive_errors += 1;
                 if consecutive_errors >= MAINTENANCE_ERRORS_MAX {
                     break;
