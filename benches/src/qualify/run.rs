@@ -2,8 +2,9 @@
 //! warm up, run the clients, check the store, weigh the thresholds.
 //!
 //! The registry's own time is a [`ManualClock`] that stands still for the
-//! whole run (LEASE-4): no lease ends while the run measures, so lease
-//! expiry, which the simulator covers, never turns into `no_capacity` here.
+//! whole run (LEASE-4): no lease ends while the run measures, unless the
+//! contract has an `[expiry]`, whose zones' leases run out when each
+//! trial's expiry moves the clock (`super::events`).
 //! Wall-clock time is used only to time calls and to end runs by duration.
 
 use std::sync::Arc;
