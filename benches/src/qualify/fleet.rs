@@ -23,15 +23,15 @@
 //! resolve's candidates are those bindings' instances' replicas, however
 //! large the rest of the fleet.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use connreg::contracts::Registry;
 use connreg::limits::PUBLICATION_CHANGES_MAX;
 use connreg::{
     AdmissionScope, Binding, BindingId, CapabilityDefinition, CapabilityId, CapacityClass, Change,
     ConnectorType, ConnectorTypeId, ConnectorVersion, CrossRegion, Instance, InstanceId, OpaqueRef,
-    Publication, Region, RegisterParams, ReplicaSpec, Revision, ScopeId, ScopeKind, TenantId,
-    TopologyPreference, VersionId, Zone,
+    Publication, Region, RegisterParams, ReplicaId, ReplicaSpec, Revision, ScopeId, ScopeKind,
+    TenantId, TopologyPreference, VersionId, Zone,
 };
 use serde::{Deserialize, Serialize};
 
@@ -133,6 +133,11 @@ pub struct FleetPlan {
     pub replicas: Vec<ReplicaSpec>,
     /// Catalog and admission records, referenced ones first.
     pub changes: Vec<Change>,
+    /// The replicas of the zones a contract's `[expiry]` lets expire.
+    pub expiring: HashSet<ReplicaId>,
+    /// With an `[expiry]`: the lease of every other replica, long enough
+    /// to outlive every trial's expiry.
+    pub survivor_lease_ms: Option<u64>,
 }
 
 /// Bench identifiers are built from validated shapes and always valid.
@@ -300,6 +305,30 @@ impl FleetPlan {
             regions,
             replicas,
             changes,
+            expiring: HashSet::new(),
+            survivor_lease_ms: None,
+        }
+    }
+
+    /// The same plan, the replicas of `zones` marked to expire and every
+    /// other replica registered and heartbeating with `survivor_lease_ms`.
+    pub fn with_expiry(mut self, zones: &[String], survivor_lease_ms: u64) -> FleetPlan {
+        self.expiring = self
+            .replicas
+            .iter()
+            .filter(|r| zones.iter().any(|z| z == r.zone.as_str()))
+            .map(|r| r.id.clone())
+            .collect();
+        self.survivor_lease_ms = Some(survivor_lease_ms);
+        self
+    }
+
+    /// The lease replica `id` registers and heartbeats with: the fleet's,
+    /// or with an `[expiry]` the survivors' for replicas outside its zones.
+    pub fn lease_ms(&self, id: &ReplicaId) -> u64 {
+        match self.survivor_lease_ms {
+            Some(long) if !self.expiring.contains(id) => long,
+            _ => self.shape.lease_ttl_ms,
         }
     }
 
@@ -316,10 +345,11 @@ impl FleetPlan {
 
     /// The registration of replica `spec` with the fleet's lease.
     pub fn register_params(&self, spec: ReplicaSpec) -> RegisterParams {
+        let lease_ttl_ms = self.lease_ms(&spec.id);
         RegisterParams {
             spec,
             health_seq: 1,
-            lease_ttl_ms: self.shape.lease_ttl_ms,
+            lease_ttl_ms,
         }
     }
 

@@ -153,6 +153,24 @@ pub const WORKER_READY_MS_MAX: u64 = 60_000;
 /// finish (drain, write its result) before it is killed, in milliseconds.
 pub const WORKER_GRACE_MS: u64 = 120_000;
 
+/// Longest wait between the start of a trial's measured run and its
+/// zone's lease expiry (`[expiry] at_ms`), and longest bound on the time
+/// until every expired replica is offline (`offline_within_ms_max`).
+pub const EXPIRY_MS_MAX: u64 = DURATION_MS_MAX;
+
+/// Most zones one contract lets expire: every zone of the largest region.
+pub const EXPIRY_ZONES_MAX: usize = ZONES_PER_REGION_MAX as usize * REGIONS_MAX;
+
+/// Most consecutive failed lease-maintenance calls before the expiry
+/// gives up for the trial (the report then says replicas were left).
+pub const MAINTENANCE_ERRORS_MAX: u32 = 100;
+
+/// Shortest interval between an operator's publications during a trial.
+pub const PUBLICATION_INTERVAL_MS_MIN: u64 = 10;
+
+/// Longest interval between an operator's publications during a trial.
+pub const PUBLICATION_INTERVAL_MS_MAX: u64 = 600_000;
+
 /// Largest latency the histograms hold, in microseconds (one minute);
 /// slower calls are recorded at this value.
 pub const LATENCY_US_MAX: u64 = 60 * 1_000_000;
@@ -175,6 +193,7 @@ const _: () = {
     assert!(LATENCY_US_MAX > 1_000);
     assert!(REGISTER_CONCURRENCY >= 1);
     assert!(VIOLATION_DETAILS_MAX >= 1);
+    assert!(PUBLICATION_INTERVAL_MS_MIN < PUBLICATION_INTERVAL_MS_MAX);
     assert!(TIMELINE_INTERVAL_MS_MIN < TIMELINE_INTERVAL_MS_MAX);
     assert!(DURATION_MS_MAX / TIMELINE_INTERVAL_MS_MAX >= 60);
     assert!(ACTIONS_MAX / TRIALS_MAX as u64 >= 1_000);

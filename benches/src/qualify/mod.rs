@@ -12,6 +12,8 @@
 //! - [`limits`]: every bound of the runner, named.
 //! - [`fleet`]: a fleet's records from its shape; publication, registration.
 //! - [`workload`]: the clients and their operation mix.
+//! - [`events`]: a zone's lease expiry and an operator's publications
+//!   inside a trial's measured run.
 //! - [`stats`]: counts, errors by kind, latency histograms.
 //! - [`check`]: invariants, as answers arrive and over a final inspection.
 //! - [`report`]: the JSON report, thresholds and verdict, the summary.
@@ -38,6 +40,7 @@ pub mod cli;
 pub mod contract;
 pub mod dbcheck;
 pub mod error;
+pub mod events;
 pub mod fleet;
 pub mod limits;
 pub mod multi;

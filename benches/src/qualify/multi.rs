@@ -505,6 +505,7 @@ async fn worker(args: &WorkerArgs, contract: &Contract) -> Result<(), String> {
         probes: Vec::new(),
         drain: args.drain,
         interrupted,
+        zone: None,
     };
     let display = Display {
         mode: ProgressMode::Lines,

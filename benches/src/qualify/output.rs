@@ -248,6 +248,63 @@ pub fn markdown(r: &Report, plots: &[(&str, String)]) -> String {
             }
         }
     }
+    if let Some(e) = &r.expiry {
+        let _ = writeln!(
+            s,
+            "\n## Lease expiry\n\n| trial | replicas | offline | left online | others offline | released | calls | largest call ms | replicas/s | released/s | offline after ms | within {} ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|",
+            e.offline_within_ms_max
+        );
+        for (n, t) in r
+            .trials
+            .iter()
+            .filter_map(|t| t.expiry.as_ref().map(|e| (t.trial.to_string(), e)))
+            .chain(std::iter::once(("all".to_string(), e)))
+        {
+            let _ = writeln!(
+                s,
+                "| {n} | {} | {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {} |",
+                t.replicas,
+                t.offline,
+                t.left_online,
+                t.others_offline,
+                t.released,
+                t.calls,
+                t.largest_call_ms,
+                t.replicas_per_s,
+                t.released_per_s,
+                t.offline_ms,
+                if t.all_offline_within_bound {
+                    "yes"
+                } else {
+                    "**no**"
+                },
+            );
+        }
+    }
+    if let Some(p) = &r.publications {
+        let _ = writeln!(
+            s,
+            "\n## Publications\n\n| trial | publications | ok | failed | changes | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|---|---|---|"
+        );
+        for (n, t) in r
+            .trials
+            .iter()
+            .filter_map(|t| t.publications.as_ref().map(|p| (t.trial.to_string(), p)))
+            .chain(std::iter::once(("all".to_string(), p)))
+        {
+            let _ = writeln!(
+                s,
+                "| {n} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+                t.publications,
+                t.ok,
+                t.failures,
+                t.changes,
+                t.latency.p50_ms,
+                t.latency.p99_ms,
+                t.latency.max_ms,
+            );
+        }
+    }
     let i = &r.invariants;
     let _ = writeln!(
         s,

@@ -12,6 +12,7 @@ use super::check::Checked;
 use super::cleanup::CleanupFacts;
 use super::contract::{BackendKind, Thresholds};
 use super::dbcheck::DatabaseCheck;
+use super::events::{ExpiryFacts, PublicationFacts};
 use super::provenance::{self, Provenance};
 use super::server::ServerFacts;
 use super::stats::LatencySummary;
@@ -80,6 +81,14 @@ pub struct Report {
     pub cleanup: Option<CleanupFacts>,
     /// Pass when every threshold passes.
     pub verdict: Verdict,
+    /// With an `[expiry]`: every trial's zone expiry and lease
+    /// maintenance, pooled (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry: Option<ExpiryFacts>,
+    /// With `[publications]`: every trial's publications, pooled (absent
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publications: Option<PublicationFacts>,
 }
 
 /// How the run went as a whole.
@@ -215,6 +224,12 @@ pub struct TrialFacts {
     pub measured: Measured,
     /// Its figures over time.
     pub timeline: Timeline,
+    /// With an `[expiry]`: its zone expiry and lease maintenance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry: Option<ExpiryFacts>,
+    /// With `[publications]`: its publications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publications: Option<PublicationFacts>,
 }
 
 /// A figure over the trials.
@@ -426,6 +441,19 @@ pub struct ThresholdResult {
 }
 
 impl ThresholdResult {
+    /// A threshold weighed in each trial: `values` in trial order, the
+    /// worst one measured (no trial: 0).
+    pub fn over_trials(name: &str, bound: Bound, limit: f64, values: Vec<f64>) -> ThresholdResult {
+        let worst = match bound {
+            Bound::AtLeast => values.iter().copied().fold(f64::INFINITY, f64::min),
+            Bound::AtMost => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        };
+        let worst = if values.is_empty() { 0.0 } else { worst };
+        let mut r = ThresholdResult::new(name, bound, limit, worst);
+        r.per_trial = values;
+        r
+    }
+
     fn new(name: &str, bound: Bound, limit: f64, measured: f64) -> ThresholdResult {
         let pass = match bound {
             Bound::AtLeast => measured >= limit,
@@ -685,6 +713,46 @@ impl Report {
             number(m.unexpected_error_rate)
         );
         let i = &self.invariants;
+        if let Some(e) = &self.expiry {
+            let _ = writeln!(
+                s,
+                "expiry:     {} replicas ({:.1}% of the fleet, zones {}) over {} trial(s): {} offline, {} left online, {} others offline; {} reservations released; {} maintenance calls of at most {} ({} failed), largest {} ms; {} replicas/s, {} released/s; all offline within {} ms in every trial: {}",
+                e.replicas,
+                e.replica_share * 100.0,
+                e.zones.join(","),
+                self.trials.len(),
+                e.offline,
+                e.left_online,
+                e.others_offline,
+                e.released,
+                e.calls,
+                e.batch,
+                e.errors,
+                number(e.largest_call_ms),
+                number(e.replicas_per_s),
+                number(e.released_per_s),
+                e.offline_within_ms_max,
+                if e.all_offline_within_bound {
+                    "yes"
+                } else {
+                    "no"
+                },
+            );
+        }
+        if let Some(p) = &self.publications {
+            let _ = writeln!(
+                s,
+                "publish:    {} publications every {} ms ({} ok, {} failed, {} changes); latency p50 {} ms, p99 {} ms, max {} ms",
+                p.publications,
+                p.interval_ms,
+                p.ok,
+                p.failures,
+                p.changes,
+                number(p.latency.p50_ms),
+                number(p.latency.p99_ms),
+                number(p.latency.max_ms),
+            );
+        }
         let _ = writeln!(
             s,
             "invariants: {} replicas, {} scopes, {} routes checked; {} violations",

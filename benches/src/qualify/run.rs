@@ -2,8 +2,9 @@
 //! warm up, run the clients, check the store, weigh the thresholds.
 //!
 //! The registry's own time is a [`ManualClock`] that stands still for the
-//! whole run (LEASE-4): no lease ends while the run measures, so lease
-//! expiry, which the simulator covers, never turns into `no_capacity` here.
+//! whole run (LEASE-4): no lease ends while the run measures, unless the
+//! contract has an `[expiry]`, whose zones' leases run out when each
+//! trial's expiry moves the clock (`super::events`).
 //! Wall-clock time is used only to time calls and to end runs by duration.
 
 use std::sync::Arc;
@@ -14,11 +15,12 @@ use connreg::contracts::Registry;
 use connreg::{CatalogQuery, Inspect, ManualClock, MemoryRegistry, Reader, Timestamp};
 
 use super::beside::{self, PgbenchFacts};
-use super::check::{Violations, check_store};
+use super::check::{Expect, Violations, check_store};
 use super::cleanup::{self, CleanupFacts};
 use super::contract::{BackendKind, Contract, RunLength};
 use super::error::QualifyError;
 use super::fleet::{self, FleetPlan};
+use super::limits::REGISTER_CONCURRENCY;
 use super::progress::ProgressMode;
 use super::provenance::{self, Provenance};
 use super::report::{
@@ -26,11 +28,14 @@ use super::report::{
     MachineFacts, Measured, OperationFigures, REPORT_FORMAT, Report, RunFacts, TrialFacts,
     evaluate_trials, overall, spread,
 };
+use super::report::{Bound, ThresholdResult};
 use super::server::{self, OpenError, PgTarget};
+use super::stats::Latency;
 use super::stats::{Operation, Tally};
 use super::trial::{self, Display, TrialOutcome};
 use super::workload::{StopReason, TrialParams};
-use super::{dbcheck, multi};
+use super::{dbcheck, events, multi};
+use connreg::RegisterParams;
 
 /// Where the registry's clock stands: far from zero, like the fixtures'.
 pub const CLOCK_START_MS: u64 = 1_000_000;
@@ -101,6 +106,8 @@ pub async fn qualify(
 ) -> Result<Report, QualifyError> {
     let started_utc = provenance::now_utc();
     let clock = ManualClock::new(Timestamp(CLOCK_START_MS));
+    // Clones share one time: an [expiry] moves the registry's clock.
+    let clock_handle = clock.clone();
     let config = contract.registry.config();
     let backend = options.backend;
     let mut report = match backend {
@@ -116,7 +123,16 @@ pub async fn qualify(
                 data_connections: None,
                 server: None,
             };
-            run_on(registry, facts, contract, options, None, progress).await?
+            run_on(
+                registry,
+                clock_handle,
+                facts,
+                contract,
+                options,
+                None,
+                progress,
+            )
+            .await?
         }
         BackendKind::Postgres => {
             progress(&match &options.target {
@@ -146,6 +162,7 @@ pub async fn qualify(
             };
             let mut result = run_on(
                 opened.registry.clone(),
+                clock_handle,
                 facts,
                 contract,
                 options,
@@ -234,6 +251,7 @@ fn cleanup_problem(c: &CleanupFacts) -> Option<String> {
 
 async fn run_on<R>(
     registry: R,
+    clock: ManualClock,
     backend: BackendFacts,
     contract: &Contract,
     options: &RunOptions,
@@ -244,7 +262,18 @@ where
     R: Registry + Inspect + Clone + 'static,
 {
     let file = options.file.as_str();
-    let plan = Arc::new(FleetPlan::with_prefix(&contract.fleet, &options.prefix));
+    if options.processes > 1 && (contract.expiry.is_some() || contract.publications.is_some()) {
+        return Err(QualifyError::Options {
+            reason: format!(
+                "{file}: [expiry] and [publications] run in one registry process; drop --processes"
+            ),
+        });
+    }
+    let mut plan = FleetPlan::with_prefix(&contract.fleet, &options.prefix);
+    if let (Some(e), Some(lease)) = (&contract.expiry, contract.survivor_lease_ms()) {
+        plan = plan.with_expiry(&e.zones, lease);
+    }
+    let plan = Arc::new(plan);
     progress(&format!(
         "setting up {} replicas and {} bindings on {}",
         plan.replicas.len(),
@@ -275,9 +304,25 @@ where
     let budget = contract.actions_budget() / u64::from(trials);
     let mut outcomes: Vec<TrialOutcome> = Vec::new();
     let mut heartbeat_seq = FIRST_HEARTBEAT_SEQ;
+    let mut expiries: Vec<events::ExpiryFacts> = Vec::new();
+    let mut publications: Vec<events::PublicationFacts> = Vec::new();
+    let mut publication_latency = Latency::default();
+    let mut publisher = contract
+        .publications
+        .as_ref()
+        .map(|_| events::Publisher::new(&plan));
+    let mut published_last = published_at;
     for trial in 0..trials {
         if options.interrupted.load(Ordering::Relaxed) {
             break;
+        }
+        if contract.expiry.is_some() && trial > 0 {
+            // Unmeasured: the last trial's expired replicas serve again.
+            progress(&format!(
+                "registering the {} expired replicas again",
+                plan.expiring.len()
+            ));
+            heartbeat_seq = reregister(&registry, &plan, heartbeat_seq).await?;
         }
         progress(&format!(
             "trial {}/{trials}: {} clients, warm-up {:.1} s, then {}",
@@ -289,8 +334,42 @@ where
                 RunLength::Operations(n) => format!("{n} operations measured"),
             }
         ));
+        let start = Instant::now();
+        let measure_from = start + std::time::Duration::from_millis(warmup_ms);
+        let zone = contract
+            .expiry
+            .as_ref()
+            .map(|_| Arc::new(events::ZoneState::default()));
+        let expiry_task = contract.expiry.clone().zip(zone.clone()).map(|(e, z)| {
+            tokio::spawn(events::expire(
+                registry.clone(),
+                plan.clone(),
+                e,
+                z,
+                clock.clone(),
+                measure_from,
+                options.interrupted.clone(),
+            ))
+        });
+        let clients_done = Arc::new(AtomicBool::new(false));
+        let publication_task = contract
+            .publications
+            .zip(publisher.take())
+            .map(|(p, publisher)| {
+                let until =
+                    measure_from + std::time::Duration::from_millis(load.duration_ms.unwrap_or(0));
+                tokio::spawn(events::publish(
+                    registry.clone(),
+                    publisher,
+                    p,
+                    measure_from,
+                    until,
+                    clients_done.clone(),
+                    options.interrupted.clone(),
+                ))
+            });
         let params = TrialParams {
-            start: Instant::now(),
+            start,
             warmup_ms,
             trial,
             action_tag: format!("r{trial}-"),
@@ -299,6 +378,7 @@ where
             probes: Vec::new(),
             drain: trial + 1 < trials,
             interrupted: options.interrupted.clone(),
+            zone,
         };
         let display = Display {
             mode: options.progress,
@@ -341,7 +421,53 @@ where
             }
         }
         .map_err(|reason| QualifyError::Run { reason })?;
+        let mut outcome = outcome;
+        clients_done.store(true, Ordering::Relaxed);
         heartbeat_seq = outcome.next_heartbeat_seq;
+        if let Some(task) = expiry_task {
+            let expired = task.await.map_err(|e| QualifyError::Run {
+                reason: format!("the lease expiry task failed: {e}"),
+            })?;
+            // Reservations still held that maintenance released were
+            // released as lease_expired: the end check holds the store to it.
+            for t in &mut outcome.tracked {
+                if let Expect::Reserved(a) = &t.expect
+                    && expired.released.contains(&t.action)
+                {
+                    t.expect = Expect::Released(a.clone(), connreg::Outcome::LeaseExpired);
+                }
+            }
+            let f = &expired.facts;
+            progress(&format!(
+                "trial {}: {} of {} expired replicas offline in {:.0} ms ({} maintenance calls, the largest {:.1} ms), {} reservations released",
+                trial + 1,
+                f.offline,
+                f.replicas,
+                f.offline_ms,
+                f.calls,
+                f.largest_call_ms,
+                f.released
+            ));
+            expiries.push(expired.facts);
+        }
+        if let Some(task) = publication_task {
+            let published = task.await.map_err(|e| QualifyError::Run {
+                reason: format!("the publication task failed: {e}"),
+            })?;
+            if let Some(r) = published.revision {
+                published_last = published_last.max(r);
+            }
+            progress(&format!(
+                "trial {}: {} publications, {} failed, p99 {:.1} ms",
+                trial + 1,
+                published.facts.publications,
+                published.facts.failures,
+                published.facts.latency.p99_ms
+            ));
+            publication_latency.merge(&published.latency);
+            publications.push(published.facts);
+            publisher = Some(published.publisher);
+        }
         outcomes.push(outcome);
     }
 
@@ -362,7 +488,7 @@ where
     let checked = check_store(
         &snapshot,
         &status,
-        published_at,
+        published_last,
         &options.prefix,
         &tracked,
         &mut violations,
@@ -388,6 +514,8 @@ where
             warmup_operations: o.warmup_operations,
             measured: measure(&o.tally, o.elapsed.as_secs_f64(), o.stopped_by),
             timeline: o.timeline.clone(),
+            expiry: expiries.get(i).cloned(),
+            publications: publications.get(i).cloned(),
         })
         .collect();
     let stopped_by = outcomes
@@ -399,12 +527,13 @@ where
     let pooled_secs: f64 = outcomes.iter().map(|o| o.elapsed.as_secs_f64()).sum();
     let measured = measure(&pooled, pooled_secs, stopped_by);
     let per_trial: Vec<&Measured> = trial_facts.iter().map(|t| &t.measured).collect();
-    let thresholds = evaluate_trials(
+    let mut thresholds = evaluate_trials(
         &contract.thresholds,
         load.duration_ms,
         &per_trial,
         violations.total(),
     );
+    events_thresholds(contract, &expiries, &publications, &mut thresholds);
     let complete = stopped_by != StopReason::Interrupted && outcomes.len() == trials as usize;
     let verdict = if complete {
         overall(&thresholds)
@@ -479,7 +608,109 @@ where
         pgbench: None,
         cleanup: None,
         verdict,
+        expiry: events::ExpiryFacts::pool(&expiries),
+        publications: events::PublicationFacts::pool(&publications, &publication_latency),
     })
+}
+
+/// The thresholds of `[expiry]` and `[publications]`, weighed in every
+/// trial, before the invariant threshold (which stays last).
+fn events_thresholds(
+    contract: &Contract,
+    expiries: &[events::ExpiryFacts],
+    publications: &[events::PublicationFacts],
+    thresholds: &mut Vec<ThresholdResult>,
+) {
+    let mut add = Vec::new();
+    if let Some(e) = &contract.expiry {
+        add.push(ThresholdResult::over_trials(
+            "expiry_left_online_max",
+            Bound::AtMost,
+            0.0,
+            expiries
+                .iter()
+                .map(|f| (f.left_online + f.others_offline) as f64)
+                .collect(),
+        ));
+        add.push(ThresholdResult::over_trials(
+            "expiry_offline_within_ms_max",
+            Bound::AtMost,
+            e.offline_within_ms_max as f64,
+            expiries.iter().map(|f| f.offline_ms).collect(),
+        ));
+    }
+    if let Some(p) = &contract.publications {
+        add.push(ThresholdResult::over_trials(
+            "publication_failures_max",
+            Bound::AtMost,
+            p.failures_max as f64,
+            publications.iter().map(|f| f.failures as f64).collect(),
+        ));
+        add.push(ThresholdResult::over_trials(
+            "publications_min",
+            Bound::AtLeast,
+            1.0,
+            publications.iter().map(|f| f.ok as f64).collect(),
+        ));
+        if let Some(limit) = p.p99_ms_max {
+            add.push(ThresholdResult::over_trials(
+                "publication_p99_ms_max",
+                Bound::AtMost,
+                limit,
+                publications.iter().map(|f| f.latency.p99_ms).collect(),
+            ));
+        }
+    }
+    let at = thresholds.len().saturating_sub(1);
+    thresholds.splice(at..at, add);
+}
+
+/// Registers the expiring replicas again after a trial's expiry, at most
+/// [`REGISTER_CONCURRENCY`] at a time, with health sequences from `seq`;
+/// returns the next sequence.
+async fn reregister<R>(registry: &R, plan: &FleetPlan, seq: u64) -> Result<u64, QualifyError>
+where
+    R: Registry + Clone + 'static,
+{
+    let specs: Vec<_> = plan
+        .replicas
+        .iter()
+        .filter(|r| plan.expiring.contains(&r.id))
+        .cloned()
+        .collect();
+    let next = seq + specs.len() as u64;
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..REGISTER_CONCURRENCY.min(specs.len()) {
+        let registry = registry.clone();
+        let params: Vec<RegisterParams> = specs
+            .iter()
+            .enumerate()
+            .skip(w)
+            .step_by(REGISTER_CONCURRENCY)
+            .map(|(i, spec)| RegisterParams {
+                health_seq: seq + i as u64,
+                lease_ttl_ms: plan.lease_ms(&spec.id),
+                spec: spec.clone(),
+            })
+            .collect();
+        workers.spawn(async move {
+            for p in params {
+                let replica = p.spec.id.clone();
+                registry
+                    .replica_register(p)
+                    .await
+                    .map_err(|e| format!("registering expired replica {replica} again: {e}"))?;
+            }
+            Ok::<(), String>(())
+        });
+    }
+    while let Some(joined) = workers.join_next().await {
+        joined
+            .map_err(|e| format!("a registration task failed: {e}"))
+            .and_then(|r| r)
+            .map_err(|reason| QualifyError::Run { reason })?;
+    }
+    Ok(next)
 }
 
 /// The figures of a merged tally over `secs` seconds.

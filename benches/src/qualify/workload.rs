@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check::{Expect, Tracked, ViolationKind};
 use super::contract::{Contract, Mix, RunLength};
+use super::events::ZoneState;
 use super::fleet::FleetPlan;
 use super::stats::{Operation, Tally};
 use super::timeline::Probe;
@@ -87,6 +88,8 @@ pub struct TrialParams {
     pub drain: bool,
     /// Set to end the run early.
     pub interrupted: Arc<AtomicBool>,
+    /// With an `[expiry]`: whether its zones have gone silent.
+    pub zone: Option<Arc<ZoneState>>,
 }
 
 /// What every client shares: the registry, the plan, and the stop rule.
@@ -110,6 +113,7 @@ pub struct Shared<R> {
     actions_spent: AtomicBool,
     heartbeat_seq: AtomicU64,
     interrupted: Arc<AtomicBool>,
+    zone: Option<Arc<ZoneState>>,
 }
 
 /// What one client hands back.
@@ -160,6 +164,7 @@ impl<R: DataPlane> Shared<R> {
             actions_spent: AtomicBool::new(false),
             heartbeat_seq: AtomicU64::new(params.heartbeat_seq),
             interrupted: params.interrupted,
+            zone: params.zone,
         }
     }
 
@@ -200,6 +205,12 @@ impl<R: DataPlane> Shared<R> {
             RunLength::DurationMs(_) => now < self.deadline,
             RunLength::Operations(n) => self.operations_claimed.fetch_add(1, Ordering::Relaxed) < n,
         }
+    }
+
+    /// True when `replica` is in a zone that has stopped heartbeating: a
+    /// reservation on it may have been released as `lease_expired`.
+    fn silent(&self, replica: &connreg::ReplicaId) -> bool {
+        self.zone.as_ref().is_some_and(|z| z.is_silent()) && self.plan.expiring.contains(replica)
     }
 
     /// True when one more new action fits the budget; false ends the run.
@@ -399,10 +410,30 @@ impl<R: DataPlane> Client<'_, R> {
     }
 
     async fn resolve_duplicate(&mut self) {
-        let (_, i) = self.pick_held();
+        let (at, i) = self.pick_held();
         let Expect::Reserved(held) = self.result.tracked[i].expect.clone() else {
             return;
         };
+        // A duplicate on an expiring replica holds the gate, so the zones
+        // fall silent (and maintenance starts) only between such calls;
+        // once silent, the reservation may be gone and its holder settles
+        // it instead.
+        let shared = self.shared;
+        let mut _gate = None;
+        if let Some(zone) = shared
+            .zone
+            .as_ref()
+            .filter(|_| shared.plan.expiring.contains(&held.destination.replica))
+        {
+            let guard = zone.gate.read().await;
+            if zone.is_silent() {
+                drop(guard);
+                self.result.tally.substitutions += 1;
+                self.settle_at(at, i).await;
+                return;
+            }
+            _gate = Some(guard);
+        }
         let identity = &held.identity;
         let tenant = self
             .shared
@@ -470,6 +501,11 @@ impl<R: DataPlane> Client<'_, R> {
 
     async fn settle(&mut self) {
         let (at, i) = self.pick_held();
+        self.settle_at(at, i).await;
+    }
+
+    /// Settles the reservation at position `at` of `held` (`tracked[i]`).
+    async fn settle_at(&mut self, at: usize, i: usize) {
         self.held.swap_remove(at);
         let Expect::Reserved(assignment) = self.result.tracked[i].expect.clone() else {
             return;
@@ -493,6 +529,11 @@ impl<R: DataPlane> Client<'_, R> {
                 tally.record(Operation::Settle, elapsed, None);
                 if settled.released {
                     tally.settlements_released += 1;
+                } else if self.shared.silent(&assignment.destination.replica) {
+                    // Lease maintenance released it first; the end check
+                    // holds the store to that.
+                    tracked.expect = Expect::Released(assignment, Outcome::LeaseExpired);
+                    return;
                 } else {
                     let action = &tracked.action;
                     tally.violations.add(ViolationKind::SettleNotReleased, || {
@@ -509,14 +550,36 @@ impl<R: DataPlane> Client<'_, R> {
     }
 
     async fn heartbeat(&mut self) {
-        let plan = &self.shared.plan;
-        let replica = plan.replicas[self.rng.random_range(0..plan.replicas.len())]
+        let shared = self.shared;
+        let plan = &shared.plan;
+        let mut replica = plan.replicas[self.rng.random_range(0..plan.replicas.len())]
             .id
             .clone();
+        // A heartbeat to an expiring replica holds the gate, so the zones
+        // fall silent only between heartbeats; once silent, another
+        // replica's heartbeat goes instead.
+        let mut _gate = None;
+        if let Some(zone) = shared
+            .zone
+            .as_ref()
+            .filter(|_| plan.expiring.contains(&replica))
+        {
+            let guard = zone.gate.read().await;
+            if zone.is_silent() {
+                drop(guard);
+                while plan.expiring.contains(&replica) {
+                    replica = plan.replicas[self.rng.random_range(0..plan.replicas.len())]
+                        .id
+                        .clone();
+                }
+            } else {
+                _gate = Some(guard);
+            }
+        }
         let params = HeartbeatParams {
+            lease_ttl_ms: plan.lease_ms(&replica),
             replica,
-            health_seq: self.shared.heartbeat_seq.fetch_add(1, Ordering::Relaxed),
-            lease_ttl_ms: plan.shape.lease_ttl_ms,
+            health_seq: shared.heartbeat_seq.fetch_add(1, Ordering::Relaxed),
         };
         let started = Instant::now();
         let answer = self.shared.registry.replica_heartbeat(params).await;
