@@ -94,26 +94,31 @@ async fn a_call_blocked_past_its_deadline_answers_unavailable_and_leaves_no_sess
         }
         other => panic!("expected Unavailable past the deadline, got {other:?}"),
     }
-    // The abandoned session is closed, not parked in the pool still
-    // waiting for the lock.
-    let mut waiting = 1;
-    // The server notices the closed client within its connection check
-    // interval (CLIENT_CHECK_INTERVAL_MS); allow a few.
-    for _ in 0..500 {
-        waiting = sqlx::query_scalar::<_, i64>(
+    // The abandoned session is closed, not parked in the pool with its
+    // transaction open. Counting only sessions that wait on a lock is not
+    // enough: on a loaded server the call may not have reached its lock
+    // wait yet (its session is still `idle in transaction`, the resolve
+    // unread in the socket), and it would take the lock the moment the
+    // holder lets go. So wait until no data-role session has a
+    // transaction at all. The server notices the closed client within its
+    // connection check interval (CLIENT_CHECK_INTERVAL_MS) or ends the
+    // wait at the function's lock timeout; allow several of either.
+    let mut open = 1;
+    for _ in 0..1_000 {
+        open = sqlx::query_scalar::<_, i64>(
             "SELECT count(*) FROM pg_stat_activity
               WHERE datname = current_database() AND application_name = 'connreg-data'
-                AND wait_event_type = 'Lock'",
+                AND xact_start IS NOT NULL",
         )
         .fetch_one(&mut admin)
         .await
         .unwrap();
-        if waiting == 0 {
+        if open == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(waiting, 0, "the abandoned call still waits on the server");
+    assert_eq!(open, 0, "the abandoned call still has a transaction on the server");
     sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
     let resolved = registry.route_resolve(request("held", "t0")).await.unwrap();
     assert_eq!(resolved.kind, ResolveKind::Created);
