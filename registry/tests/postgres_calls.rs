@@ -118,7 +118,10 @@ async fn a_call_blocked_past_its_deadline_answers_unavailable_and_leaves_no_sess
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(open, 0, "the abandoned call still has a transaction on the server");
+    assert_eq!(
+        open, 0,
+        "the abandoned call still has a transaction on the server"
+    );
     sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
     let resolved = registry.route_resolve(request("held", "t0")).await.unwrap();
     assert_eq!(resolved.kind, ResolveKind::Created);

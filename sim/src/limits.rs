@@ -113,6 +113,17 @@ pub const MAINTENANCE_CALLS_PER_ROUND_MAX: u32 = 16;
 /// keeps more: [`TRACE_VIOLATIONS_MAX`].
 pub const VIOLATIONS_RECORDED_MAX: usize = 64;
 
+/// Most trace bytes one step may write, its snapshot and checks included.
+/// The worst step of the largest world a scenario may declare writes
+/// about 20 MB: [`FLEET_REPLICAS_MAX`] replicas changing in full (about
+/// 200 bytes a row) and heartbeating in the same tick (about 370 bytes a
+/// call, answer and delivery), and every dispatcher's calls in flight
+/// ([`DISPATCHERS_MAX`] x [`DISPATCHER_CONCURRENCY_MAX`], about 2 KB an
+/// action). The mass-expiry scenario's largest step writes under 1 MB.
+/// A step past it is a defect (of the world or of the trace's encoding)
+/// and stops the run with a `run` violation that names the step.
+pub const TRACE_STEP_BYTES_MAX: u64 = 32 * 1024 * 1024;
+
 /// Most `violation` lines one trace keeps. A bug that breaks an invariant
 /// on every step would otherwise grow the trace without bound; past it
 /// only the count grows, and the `end` line (`violations_recorded`) and

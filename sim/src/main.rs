@@ -272,7 +272,14 @@ fn summarize(r: &RunReport) {
         r.checks,
         r.violation_count
     );
-    say!("  trace {} events, md5 {}", r.events, r.trace_hash);
+    say!(
+        "  trace {} events, {} bytes (largest step {} bytes at {} ms), md5 {}",
+        r.events,
+        r.trace_bytes,
+        r.largest_step.bytes,
+        r.largest_step.at_ms,
+        r.trace_hash
+    );
 }
 
 fn print_violations(r: &RunReport, trace: Option<&std::path::Path>) {

@@ -475,18 +475,105 @@ impl From<&ScopeUsage> for ScopeRow {
     }
 }
 
+/// A replica row whose only change since the previous snapshot is its
+/// lease: an applied heartbeat. Every other column is as the replica's
+/// previous row showed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRow {
+    /// Identifier.
+    pub id: ReplicaId,
+    /// Lease end.
+    pub lease_expires_at: Timestamp,
+    /// Health sequence.
+    pub health_seq: u64,
+}
+
+impl LeaseRow {
+    /// `row` as its lease columns, if nothing else differs from `previous`.
+    pub fn of(previous: &ReplicaRow, row: &ReplicaRow) -> Option<LeaseRow> {
+        let same_rest = previous.id == row.id
+            && previous.state == row.state
+            && previous.active == row.active
+            && previous.capacity == row.capacity
+            && previous.circuit_open == row.circuit_open
+            && previous.consecutive_unknown == row.consecutive_unknown;
+        same_rest.then(|| LeaseRow {
+            id: row.id.clone(),
+            lease_expires_at: row.lease_expires_at,
+            health_seq: row.health_seq,
+        })
+    }
+
+    /// The full row: `previous` with this lease.
+    pub fn apply(&self, previous: &ReplicaRow) -> ReplicaRow {
+        ReplicaRow {
+            lease_expires_at: self.lease_expires_at,
+            health_seq: self.health_seq,
+            ..previous.clone()
+        }
+    }
+}
+
+/// A route row whose assignment is the one the route's previous row
+/// carried: only whether the reservation is held and the last settlement
+/// changed (a settlement, or maintenance releasing it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteStateRow {
+    /// The action.
+    pub action: ActionId,
+    /// The assignment's fence, as in the previous row.
+    pub fence: FenceToken,
+    /// Whether the reservation is held.
+    pub reserved: bool,
+    /// The last settlement's outcome, if any.
+    pub last_settlement: Option<connreg::Outcome>,
+}
+
+impl RouteStateRow {
+    /// `row` as its state columns, if its assignment is `previous`'s.
+    pub fn of(previous: &RouteRecord, row: &RouteRecord) -> Option<RouteStateRow> {
+        (previous.assignment == row.assignment).then(|| RouteStateRow {
+            action: row.assignment.identity.action.clone(),
+            fence: row.assignment.reservation.fence,
+            reserved: row.reserved,
+            last_settlement: row.last_settlement,
+        })
+    }
+
+    /// The full row: `previous` with this state, or `None` when `previous`
+    /// holds another fence (the compact row does not belong to it).
+    pub fn apply(&self, previous: &RouteRecord) -> Option<RouteRecord> {
+        (previous.assignment.reservation.fence == self.fence
+            && previous.assignment.identity.action == self.action)
+            .then(|| RouteRecord {
+                assignment: previous.assignment.clone(),
+                reserved: self.reserved,
+                last_settlement: self.last_settlement,
+            })
+    }
+}
+
 /// The rows that changed since the previous snapshot (all rows in the
-/// first one). Rows are never deleted from the store.
+/// first one). Rows are never deleted from the store. A row that changed
+/// in the columns a heartbeat or a release touch, and in nothing else, is
+/// written compactly (`leases`, `route_states`): a fleet renews thousands
+/// of leases a second, and a full route row is ten times its state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// The catalog revision.
     pub revision: Revision,
-    /// Changed replicas.
+    /// Changed replicas, in full.
     pub replicas: Vec<ReplicaRow>,
     /// Changed scopes.
     pub scopes: Vec<ScopeRow>,
-    /// Changed routes.
+    /// Changed routes, in full.
     pub routes: Vec<RouteRecord>,
+    /// Replicas whose only change is their lease.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leases: Vec<LeaseRow>,
+    /// Routes whose only change is their reservation's state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub route_states: Vec<RouteStateRow>,
 }
 
 /// An invariant that did not hold, and where in the trace it broke.
@@ -538,6 +625,7 @@ pub struct TraceWriter {
     pending: Vec<Record>,
     line: Vec<u8>,
     events: u64,
+    bytes: u64,
     now_ms: u64,
     error: Option<String>,
 }
@@ -586,6 +674,7 @@ impl TraceWriter {
             }
         }
         self.events += 1;
+        self.bytes += self.line.len() as u64;
         self.pending.push(record);
     }
 
@@ -604,6 +693,11 @@ impl TraceWriter {
     /// Events written so far.
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Flushes the sink and returns the hash, the bytes kept in memory (if

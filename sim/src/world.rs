@@ -26,15 +26,16 @@ use crate::faults::{Action, Database, Scheduled, chaos_rng, schedule};
 use crate::fleet::{FleetPlan, MixPlan};
 use crate::hosts::{self, Ctx, GroupOrder, LoseWindow};
 use crate::limits::{
-    SNAPSHOT_ATTEMPTS_MAX, STEPS_MAX, TRACE_VIOLATIONS_MAX, VIOLATIONS_RECORDED_MAX,
+    SNAPSHOT_ATTEMPTS_MAX, STEPS_MAX, TRACE_STEP_BYTES_MAX, TRACE_VIOLATIONS_MAX,
+    VIOLATIONS_RECORDED_MAX,
 };
 use crate::plant::PlantedBug;
 use crate::scenario::{
     CutMode, FaultKind, Scenario, dispatcher_host, reader_host, registry_host, replica_host,
 };
 use crate::trace::{
-    EndInfo, Event, FaultEvent, ReplicaRow, ScopeRow, Sink, Snapshot, StartInfo, TRACE_FORMAT,
-    TraceWriter, Violation,
+    EndInfo, Event, FaultEvent, LeaseRow, ReplicaRow, RouteStateRow, ScopeRow, Sink, Snapshot,
+    StartInfo, TRACE_FORMAT, TraceWriter, Violation,
 };
 
 /// The registry clock at the start of every run, in milliseconds. Any
@@ -93,6 +94,11 @@ pub struct RunReport {
     pub violations_traced: u64,
     /// Trace lines.
     pub events: u64,
+    /// Trace bytes.
+    pub trace_bytes: u64,
+    /// The step that wrote the most trace bytes (at most
+    /// `TRACE_STEP_BYTES_MAX`).
+    pub largest_step: StepBytes,
     /// MD5 of the trace.
     pub trace_hash: String,
     /// The trace, when it was kept in memory.
@@ -126,12 +132,24 @@ impl Mirror {
             replicas: Vec::new(),
             scopes: Vec::new(),
             routes: Vec::new(),
+            leases: Vec::new(),
+            route_states: Vec::new(),
         };
         for r in &snap.replicas {
             let row = ReplicaRow::from(r);
-            if self.replicas.get(&row.id) != Some(&row) {
-                self.replicas.insert(row.id.clone(), row.clone());
-                out.replicas.push(row);
+            match self.replicas.get_mut(&row.id) {
+                Some(old) if *old == row => {}
+                Some(old) => {
+                    match LeaseRow::of(old, &row) {
+                        Some(lease) => out.leases.push(lease),
+                        None => out.replicas.push(row.clone()),
+                    }
+                    *old = row;
+                }
+                None => {
+                    self.replicas.insert(row.id.clone(), row.clone());
+                    out.replicas.push(row);
+                }
             }
         }
         for s in &snap.scopes {
@@ -142,15 +160,29 @@ impl Mirror {
             }
         }
         for r in snap.routes {
-            let action = &r.assignment.identity.action;
-            if self.routes.get(action) != Some(&r) {
-                self.routes.insert(action.clone(), r.clone());
-                out.routes.push(r);
+            match self.routes.get_mut(&r.assignment.identity.action) {
+                Some(old) if *old == r => {}
+                Some(old) => {
+                    match RouteStateRow::of(old, &r) {
+                        Some(state) => out.route_states.push(state),
+                        None => out.routes.push(r.clone()),
+                    }
+                    *old = r;
+                }
+                None => {
+                    self.routes
+                        .insert(r.assignment.identity.action.clone(), r.clone());
+                    out.routes.push(r);
+                }
             }
         }
         let revision_changed = self.revision != Some(snap.revision);
         self.revision = Some(snap.revision);
-        let empty = out.replicas.is_empty() && out.scopes.is_empty() && out.routes.is_empty();
+        let empty = out.replicas.is_empty()
+            && out.scopes.is_empty()
+            && out.routes.is_empty()
+            && out.leases.is_empty()
+            && out.route_states.is_empty();
         if empty && !revision_changed {
             None
         } else {
@@ -279,7 +311,9 @@ pub(crate) fn simulate<B: Backend>(
     let mut steps = 0u64;
     let mut healed: Option<u64> = None;
     let mut t = 0u64;
+    let mut largest_step = StepBytes::default();
     loop {
+        let before = ctx.trace.borrow().bytes();
         world.set_time(t);
         while let Some(next) = plan_faults.next_if(|x| x.at_ms <= t) {
             world.apply(&mut sim, next);
@@ -315,6 +349,20 @@ pub(crate) fn simulate<B: Backend>(
                 .run_failure(format!("the run took {STEPS_MAX} steps"));
             break;
         }
+        let bytes = ctx.trace.borrow().bytes() - before;
+        if bytes > largest_step.bytes {
+            largest_step = StepBytes {
+                bytes,
+                at_ms: t - tick,
+            };
+        }
+        if bytes > TRACE_STEP_BYTES_MAX {
+            world.checker.run_failure(format!(
+                "the step at {} ms wrote {bytes} bytes to the trace, past TRACE_STEP_BYTES_MAX ({TRACE_STEP_BYTES_MAX})",
+                t - tick
+            ));
+            break;
+        }
     }
     world.set_time(t);
     world.end_fired_cuts();
@@ -335,6 +383,7 @@ pub(crate) fn simulate<B: Backend>(
     drop(sim);
     let operations = ctx.rpc_count();
     let events = ctx.trace.borrow().events();
+    let trace_bytes = ctx.trace.borrow().bytes();
     let writer = std::mem::take(&mut *ctx.trace.borrow_mut());
     let (trace_hash, trace, error) = writer.finish();
     if let Some(e) = error {
@@ -353,9 +402,20 @@ pub(crate) fn simulate<B: Backend>(
         violation_count,
         violations_traced: world.violations_traced,
         events,
+        trace_bytes,
+        largest_step,
         trace_hash,
         trace,
     })
+}
+
+/// The step that wrote the most trace bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepBytes {
+    /// Trace bytes the step wrote, its checks included.
+    pub bytes: u64,
+    /// Simulated time the step started at, in milliseconds.
+    pub at_ms: u64,
 }
 
 /// Turmoil's per-socket buffer: room for every call the world can have in

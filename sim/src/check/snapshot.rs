@@ -4,10 +4,10 @@
 //! destination, fence and reservation (`one_route_per_action`,
 //! `fence_unique`, `capacity_accounting`).
 
-use connreg::ReplicaState;
+use connreg::{ReplicaState, RouteRecord};
 
 use super::{Checker, Truth, invariant};
-use crate::trace::Snapshot;
+use crate::trace::{ReplicaRow, Snapshot};
 
 impl Checker {
     pub(super) fn on_snapshot(&mut self, s: &Snapshot) {
@@ -33,28 +33,19 @@ impl Checker {
             self.catalogs.entry(s.revision).or_insert(last);
         }
         for row in &s.replicas {
-            let was_open = self
-                .store_replicas
-                .get(&row.id)
-                .map(|r| r.circuit_open)
-                .unwrap_or(false);
-            if was_open && !row.circuit_open && !self.operator_closed.contains(&row.id) {
-                self.violate(
-                    invariant::CIRCUIT,
-                    format!(
-                        "replica {}'s circuit closed without an operator action",
-                        row.id
-                    ),
-                );
+            self.on_replica_row(row);
+        }
+        for lease in &s.leases {
+            match self.store_replicas.get(&lease.id) {
+                Some(previous) => {
+                    let row = lease.apply(previous);
+                    self.on_replica_row(&row);
+                }
+                None => self.run_failure(format!(
+                    "a snapshot renews the lease of replica {}, which no earlier snapshot showed",
+                    lease.id
+                )),
             }
-            if !was_open && row.circuit_open {
-                self.counters.circuits_opened += 1;
-            }
-            self.replica_model
-                .insert(row.id.clone(), (row.state, row.circuit_open));
-            self.lease_progress.stored(row);
-            self.store_counts.touch_replica(&row.id);
-            self.store_replicas.insert(row.id.clone(), row.clone());
         }
         self.operator_closed.clear();
         for row in &s.scopes {
@@ -62,85 +53,125 @@ impl Checker {
             self.store_scopes.insert(row.id.clone(), row.clone());
         }
         for r in &s.routes {
-            let a = &r.assignment;
-            let action = &a.identity.action;
-            let fence = a.reservation.fence;
-            match self.truth.get(action) {
-                Some(truth) if !truth.same(a) => {
-                    let detail = format!(
-                        "the stored route of {action} is instance {}, replica {}; it was instance {}, replica {}",
-                        a.destination.instance,
-                        a.destination.replica,
-                        truth.destination.instance,
-                        truth.destination.replica
-                    );
-                    self.violate(invariant::ONE_ROUTE, detail);
-                }
-                Some(_) => {}
-                None => {
-                    self.truth.insert(action.clone(), Truth::of(a, false));
-                }
+            self.on_route_row(r);
+        }
+        for state in &s.route_states {
+            match self.store_routes.get(&state.action).and_then(|p| state.apply(p)) {
+                Some(row) => self.on_route_row(&row),
+                None => self.run_failure(format!(
+                    "a snapshot changes the state of {}'s route with fence {}, which no earlier snapshot showed",
+                    state.action, state.fence.0
+                )),
             }
-            match self.issued.get(&fence) {
-                Some(other) if other != action => {
-                    let detail = format!(
-                        "the stored route of {action} holds fence {}, issued to {other}",
-                        fence.0
-                    );
-                    self.violate(invariant::FENCE, detail);
-                }
-                Some(_) => {}
-                None if self.ordered && !self.commit_unknown.contains(action) => self.violate(
-                    invariant::ONE_ROUTE,
-                    format!(
-                        "the stored route of {action} holds fence {}, which no answer carried",
-                        fence.0
-                    ),
-                ),
-                None => {
-                    // Not ordered, or a resolve whose COMMIT reply was
-                    // lost: the store is the first to show this fence.
-                    self.issued.insert(fence, action.clone());
-                    if self
-                        .latest
-                        .get(action)
-                        .is_none_or(|l| l.reservation.fence < fence)
-                    {
-                        self.latest.insert(action.clone(), a.clone());
-                    }
-                }
-            }
-            if !r.reserved {
-                self.released.insert(fence);
-                let was_reserved = self
-                    .store_routes
-                    .get(action)
-                    .is_none_or(|old| old.reserved || old.assignment.reservation.fence != fence);
-                if was_reserved {
-                    self.fates.released(action, self.last_call);
-                }
-            }
-            let offline = self
-                .store_replicas
-                .get(&a.destination.replica)
-                .is_some_and(|row| row.state == ReplicaState::Offline);
-            if let Some(detail) = self.reservations.stored(r, offline)
-                && self.ordered
-            {
-                self.violate(invariant::CAPACITY, detail);
-            }
-            if let Some(other) = self.store_counts.route(self.store_routes.get(action), r) {
-                self.violate(
-                    invariant::FENCE,
-                    format!(
-                        "stored routes of {action} and {other} hold fence {}",
-                        fence.0
-                    ),
-                );
-            }
-            self.store_routes.insert(action.clone(), r.clone());
         }
         self.check_capacity();
         self.check_lease_progress();
+    }
+
+    /// One stored replica row, full.
+    fn on_replica_row(&mut self, row: &ReplicaRow) {
+        let was_open = self
+            .store_replicas
+            .get(&row.id)
+            .map(|r| r.circuit_open)
+            .unwrap_or(false);
+        if was_open && !row.circuit_open && !self.operator_closed.contains(&row.id) {
+            self.violate(
+                invariant::CIRCUIT,
+                format!(
+                    "replica {}'s circuit closed without an operator action",
+                    row.id
+                ),
+            );
+        }
+        if !was_open && row.circuit_open {
+            self.counters.circuits_opened += 1;
+        }
+        self.replica_model
+            .insert(row.id.clone(), (row.state, row.circuit_open));
+        self.lease_progress.stored(row);
+        self.store_counts.touch_replica(&row.id);
+        self.store_replicas.insert(row.id.clone(), row.clone());
+    }
+
+    /// One stored route row, full.
+    fn on_route_row(&mut self, r: &RouteRecord) {
+        let a = &r.assignment;
+        let action = &a.identity.action;
+        let fence = a.reservation.fence;
+        match self.truth.get(action) {
+            Some(truth) if !truth.same(a) => {
+                let detail = format!(
+                    "the stored route of {action} is instance {}, replica {}; it was instance {}, replica {}",
+                    a.destination.instance,
+                    a.destination.replica,
+                    truth.destination.instance,
+                    truth.destination.replica
+                );
+                self.violate(invariant::ONE_ROUTE, detail);
+            }
+            Some(_) => {}
+            None => {
+                self.truth.insert(action.clone(), Truth::of(a, false));
+            }
+        }
+        match self.issued.get(&fence) {
+            Some(other) if other != action => {
+                let detail = format!(
+                    "the stored route of {action} holds fence {}, issued to {other}",
+                    fence.0
+                );
+                self.violate(invariant::FENCE, detail);
+            }
+            Some(_) => {}
+            None if self.ordered && !self.commit_unknown.contains(action) => self.violate(
+                invariant::ONE_ROUTE,
+                format!(
+                    "the stored route of {action} holds fence {}, which no answer carried",
+                    fence.0
+                ),
+            ),
+            None => {
+                // Not ordered, or a resolve whose COMMIT reply was
+                // lost: the store is the first to show this fence.
+                self.issued.insert(fence, action.clone());
+                if self
+                    .latest
+                    .get(action)
+                    .is_none_or(|l| l.reservation.fence < fence)
+                {
+                    self.latest.insert(action.clone(), a.clone());
+                }
+            }
+        }
+        if !r.reserved {
+            self.released.insert(fence);
+            let was_reserved = self
+                .store_routes
+                .get(action)
+                .is_none_or(|old| old.reserved || old.assignment.reservation.fence != fence);
+            if was_reserved {
+                self.fates.released(action, self.last_call);
+            }
+        }
+        let offline = self
+            .store_replicas
+            .get(&a.destination.replica)
+            .is_some_and(|row| row.state == ReplicaState::Offline);
+        if let Some(detail) = self.reservations.stored(r, offline)
+            && self.ordered
+        {
+            self.violate(invariant::CAPACITY, detail);
+        }
+        if let Some(other) = self.store_counts.route(self.store_routes.get(action), r) {
+            self.violate(
+                invariant::FENCE,
+                format!(
+                    "stored routes of {action} and {other} hold fence {}",
+                    fence.0
+                ),
+            );
+        }
+        self.store_routes.insert(action.clone(), r.clone());
     }
 }
