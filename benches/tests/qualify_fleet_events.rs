@@ -164,63 +164,71 @@ fn a_contract_without_the_tables_reports_neither() {
     assert!(report["trials"][0].get("expiry").is_none());
 }
 
-fn bad_input(stem: &str, text: &str, key_line: &str, names: &str) {
-    let env = contract_file(stem, text);
-    let run = qualify(&env, &["--check"]);
-    assert_eq!(run.code, 2, "{}", run.said());
-    let line = text
-        .lines()
-        .position(|l| l.starts_with(key_line))
-        .expect("the key")
-        + 1;
-    assert!(
-        run.stderr.contains(&format!(":{line}:")) && run.stderr.contains(names),
-        "{}",
-        run.said()
-    );
-}
+/// Invalid `[expiry]` and `[publications]` tables: a file stem, the text
+/// of `EVENTS` to replace and its replacement, the start of the line of
+/// the key the error must name, and a fragment of the error.
+const INVALID_EVENT_TABLES: &[(&str, &str, &str, &str, &str)] = &[
+    (
+        "zone",
+        "\"eu-west-z2\"]",
+        "\"eu-west-z3\"]",
+        "zones =",
+        "not a zone of the fleet",
+    ),
+    (
+        "batch",
+        "batch = 5",
+        "batch = 1001",
+        "batch =",
+        "LEASE_MAINTENANCE_BATCH_MAX",
+    ),
+    (
+        "at",
+        "at_ms = 500",
+        "at_ms = 1500",
+        "at_ms =",
+        "load.duration_ms",
+    ),
+    (
+        "lease",
+        "lease_ttl_ms = 60000",
+        "lease_ttl_ms = 300000",
+        "lease_ttl_ms =",
+        "LEASE_TTL_MS_MAX",
+    ),
+    (
+        "interval",
+        "interval_ms = 50",
+        "interval_ms = 5",
+        "interval_ms =",
+        "below its minimum of 10",
+    ),
+    (
+        "every-zone",
+        "zones = [\"eu-west-z0\", \"eu-west-z1\", \"eu-west-z2\"]",
+        "zones = [\"eu-west-z0\", \"eu-west-z1\", \"eu-west-z2\", \"us-east-z0\", \"us-east-z1\", \"us-east-z2\", \"ap-south-z0\", \"ap-south-z1\", \"ap-south-z2\"]",
+        "zones =",
+        "every replica",
+    ),
+];
 
 #[test]
 fn invalid_event_tables_are_bad_input_naming_key_and_bound() {
     // spec: SIM-6
-    bad_input(
-        "zone",
-        &EVENTS.replacen("\"eu-west-z2\"]", "\"eu-west-z3\"]", 1),
-        "zones =",
-        "not a zone of the fleet",
-    );
-    bad_input(
-        "batch",
-        &EVENTS.replacen("batch = 5", "batch = 1001", 1),
-        "batch =",
-        "LEASE_MAINTENANCE_BATCH_MAX",
-    );
-    bad_input(
-        "at",
-        &EVENTS.replacen("at_ms = 500", "at_ms = 1500", 1),
-        "at_ms =",
-        "load.duration_ms",
-    );
-    bad_input(
-        "lease",
-        &EVENTS.replacen("lease_ttl_ms = 60000", "lease_ttl_ms = 300000", 1),
-        "lease_ttl_ms =",
-        "LEASE_TTL_MS_MAX",
-    );
-    bad_input(
-        "interval",
-        &EVENTS.replacen("interval_ms = 50", "interval_ms = 5", 1),
-        "interval_ms =",
-        "below its minimum of 10",
-    );
-    bad_input(
-        "every-zone",
-        &EVENTS.replacen(
-            "zones = [\"eu-west-z0\", \"eu-west-z1\", \"eu-west-z2\"]",
-            "zones = [\"eu-west-z0\", \"eu-west-z1\", \"eu-west-z2\", \"us-east-z0\", \"us-east-z1\", \"us-east-z2\", \"ap-south-z0\", \"ap-south-z1\", \"ap-south-z2\"]",
-            1,
-        ),
-        "zones =",
-        "every replica",
-    );
+    for &(stem, from, to, key_line, names) in INVALID_EVENT_TABLES {
+        let text = EVENTS.replacen(from, to, 1);
+        let env = contract_file(stem, &text);
+        let run = qualify(&env, &["--check"]);
+        assert_eq!(run.code, 2, "{stem}: {}", run.said());
+        let line = text
+            .lines()
+            .position(|l| l.starts_with(key_line))
+            .expect("the key")
+            + 1;
+        assert!(
+            run.stderr.contains(&format!(":{line}:")) && run.stderr.contains(names),
+            "{stem}: {}",
+            run.said()
+        );
+    }
 }

@@ -29,9 +29,9 @@ use connreg::contracts::CatalogAdmin;
 use connreg::{
     ActionId, AdmissionScope, Binding, BindingId, CapabilityDefinition, CapabilityId,
     CapacityClass, Change, CircuitPolicy, ConnectorType, ConnectorTypeId, ConnectorVersion,
-    CrossRegion, Inspect, Instance, InstanceId, ManualClock, OpaqueRef, Outcome, ProfileId,
-    Publication, Region, RegisterParams, RegistryConfig, ReplicaId, ReplicaSpec, Resolved,
-    Revision, RouteAssignment, RouteRequest, ScopeId, ScopeKind, SettleParams, Settled,
+    CrossRegion, HeartbeatParams, Inspect, Instance, InstanceId, ManualClock, OpaqueRef, Outcome,
+    ProfileId, Publication, Region, RegisterParams, RegistryConfig, ReplicaId, ReplicaSpec,
+    Resolved, Revision, RouteAssignment, RouteRequest, ScopeId, ScopeKind, SettleParams, Settled,
     StoreSnapshot, TenantId, Timestamp, TopologyPreference, VersionId, Zone,
 };
 
@@ -512,6 +512,24 @@ impl<S: connreg::contracts::Registry + Inspect> Setup<S> {
             .replica_register(self.fleet.register_params(spec, health_seq))
             .await
             .expect("the fixture registration is valid");
+    }
+
+    /// Heartbeats every replica of the fleet that `keep` accepts, with
+    /// health sequence 2 and a ten-minute lease, expecting success: those
+    /// replicas outlive the fleet's lease, the others do not.
+    pub async fn keep_alive(&self, keep: impl Fn(&ReplicaSpec) -> bool) {
+        for spec in self.fleet.replica_specs() {
+            if keep(&spec) {
+                self.store
+                    .replica_heartbeat(HeartbeatParams {
+                        replica: spec.id,
+                        health_seq: 2,
+                        lease_ttl_ms: 600_000,
+                    })
+                    .await
+                    .unwrap();
+            }
+        }
     }
 
     /// Resolves `action_id` for `tenant` and `capability` with the default

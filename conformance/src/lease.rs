@@ -278,18 +278,7 @@ pub async fn maintenance_releases_reservations_as_lease_expired<H: Harness>(harn
         .unwrap()
         .assignment;
     assert_eq!(a1.destination.replica, a2.destination.replica);
-    for spec in s.fleet.replica_specs() {
-        if spec.id != a1.destination.replica {
-            s.store
-                .replica_heartbeat(HeartbeatParams {
-                    replica: spec.id,
-                    health_seq: 2,
-                    lease_ttl_ms: 600_000,
-                })
-                .await
-                .unwrap();
-        }
-    }
+    s.keep_alive(|spec| spec.id != a1.destination.replica).await;
     s.clock.advance_ms(s.fleet.options.lease_ttl_ms);
     let m = s
         .store

@@ -16,25 +16,6 @@ fn two_replicas() -> FleetOptions {
     }
 }
 
-/// Keeps every replica but `except` alive for a long time.
-async fn keep_alive_except<S: connreg::contracts::Registry + Inspect>(
-    s: &Setup<S>,
-    except: &ReplicaId,
-) {
-    for spec in s.fleet.replica_specs() {
-        if &spec.id != except {
-            s.store
-                .replica_heartbeat(HeartbeatParams {
-                    replica: spec.id,
-                    health_seq: 2,
-                    lease_ttl_ms: 600_000,
-                })
-                .await
-                .unwrap();
-        }
-    }
-}
-
 /// Asserts that a pinned retry of `a` fails without a replacement route
 /// and without any change.
 async fn assert_retry_fails_in_place<S: connreg::contracts::Registry + Inspect>(
@@ -190,7 +171,7 @@ pub async fn draining_pinned_replica_still_takes_its_retry<H: Harness>(harness: 
 pub async fn retry_with_offline_replica_fails_without_failover<H: Harness>(harness: &H) {
     let s = fixture::open(harness, FleetOptions::default()).await;
     let a = s.resolve_acme("a1").await;
-    keep_alive_except(&s, &a.destination.replica).await;
+    s.keep_alive(|spec| spec.id != a.destination.replica).await;
     s.clock.advance_ms(s.fleet.options.lease_ttl_ms);
     let maintained = s
         .store
@@ -208,7 +189,7 @@ pub async fn retry_with_expired_lease_fails_without_failover<H: Harness>(harness
     let s = fixture::open(harness, FleetOptions::default()).await;
     let a = s.resolve_acme("a1").await;
     s.settle(&a, Outcome::OutcomeUnknown).await.unwrap();
-    keep_alive_except(&s, &a.destination.replica).await;
+    s.keep_alive(|spec| spec.id != a.destination.replica).await;
     s.clock.advance_ms(s.fleet.options.lease_ttl_ms);
     assert_retry_fails_in_place(&s, &a, "expired lease").await;
 }

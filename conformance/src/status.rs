@@ -39,18 +39,8 @@ pub async fn status_counts_match_the_store<H: Harness>(harness: &H) {
         .await
         .unwrap();
     // Everything but i-acme-mail's replicas stays alive.
-    for spec in s.fleet.replica_specs() {
-        if spec.instance.as_str() != "i-acme-mail" {
-            s.store
-                .replica_heartbeat(HeartbeatParams {
-                    replica: spec.id,
-                    health_seq: 2,
-                    lease_ttl_ms: 600_000,
-                })
-                .await
-                .unwrap();
-        }
-    }
+    s.keep_alive(|spec| spec.instance.as_str() != "i-acme-mail")
+        .await;
     s.clock.advance_ms(s.fleet.options.lease_ttl_ms);
     s.store
         .lease_maintain(MaintainParams { max: 100 })
@@ -315,18 +305,8 @@ pub async fn change_feed_adds_up_to_a_full_inspection<H: Harness>(harness: &H) {
         .await
         .unwrap();
     step!("a drain");
-    for spec in s.fleet.replica_specs() {
-        if spec.instance.as_str() != "i-acme-mail" {
-            s.store
-                .replica_heartbeat(HeartbeatParams {
-                    replica: spec.id,
-                    health_seq: 2,
-                    lease_ttl_ms: 600_000,
-                })
-                .await
-                .unwrap();
-        }
-    }
+    s.keep_alive(|spec| spec.instance.as_str() != "i-acme-mail")
+        .await;
     step!("heartbeats");
     let mut wider = s.fleet.scope("s-acme");
     wider.limit += 5;

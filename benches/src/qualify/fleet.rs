@@ -395,44 +395,75 @@ where
                 source,
             })?;
     }
+    let params = plan
+        .replicas
+        .iter()
+        .map(|spec| plan.register_params(spec.clone()))
+        .collect();
+    register_all(registry, params)
+        .await
+        .map_err(|failure| match failure {
+            RegisterFailure::Refused { replica, source } => SetupError {
+                step: format!("registering replica {replica}"),
+                source,
+            },
+            RegisterFailure::Task(e) => SetupError {
+                step: "registering replicas".into(),
+                source: connreg::Error::Unavailable {
+                    reason: format!("a registration task failed: {e}"),
+                },
+            },
+        })?;
+    Ok(revision)
+}
+
+/// Why [`register_all`] stopped.
+#[derive(Debug)]
+pub(crate) enum RegisterFailure {
+    /// The registry refused to register `replica`.
+    Refused {
+        /// The replica.
+        replica: ReplicaId,
+        /// The registry's error.
+        source: connreg::Error,
+    },
+    /// A registration task did not finish.
+    Task(tokio::task::JoinError),
+}
+
+/// Registers every one of `params`, at most [`REGISTER_CONCURRENCY`] at a
+/// time: worker `w` registers `params[w]`, `params[w + REGISTER_CONCURRENCY]`
+/// and so on, in order. Stops at the first failure a worker reports.
+pub(crate) async fn register_all<R>(
+    registry: &R,
+    params: Vec<RegisterParams>,
+) -> Result<(), RegisterFailure>
+where
+    R: Registry + Clone + 'static,
+{
+    let mut shares: Vec<Vec<RegisterParams>> = Vec::new();
+    shares.resize_with(REGISTER_CONCURRENCY.min(params.len()), Vec::new);
+    for (i, p) in params.into_iter().enumerate() {
+        shares[i % REGISTER_CONCURRENCY].push(p);
+    }
     let mut workers = tokio::task::JoinSet::new();
-    for w in 0..REGISTER_CONCURRENCY.min(plan.replicas.len()) {
+    for share in shares {
         let registry = registry.clone();
-        let params: Vec<RegisterParams> = plan
-            .replicas
-            .iter()
-            .skip(w)
-            .step_by(REGISTER_CONCURRENCY)
-            .map(|spec| plan.register_params(spec.clone()))
-            .collect();
         workers.spawn(async move {
-            for p in params {
+            for p in share {
                 let replica = p.spec.id.clone();
                 registry
                     .replica_register(p)
                     .await
-                    .map_err(|source| SetupError {
-                        step: format!("registering replica {replica}"),
-                        source,
-                    })?;
+                    .map_err(|source| RegisterFailure::Refused { replica, source })?;
             }
-            Ok::<(), SetupError>(())
+            Ok(())
         });
     }
     while let Some(joined) = workers.join_next().await {
-        match joined {
-            Ok(result) => result?,
-            Err(e) => {
-                return Err(SetupError {
-                    step: "registering replicas".into(),
-                    source: connreg::Error::Unavailable {
-                        reason: format!("a registration task failed: {e}"),
-                    },
-                });
-            }
-        }
+        joined.map_err(RegisterFailure::Task)??;
     }
-    Ok(revision)
+    Ok(())
 }
 
 #[cfg(test)]

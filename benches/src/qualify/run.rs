@@ -19,8 +19,7 @@ use super::check::{Expect, Violations, check_store};
 use super::cleanup::{self, CleanupFacts};
 use super::contract::{BackendKind, Contract, RunLength};
 use super::error::QualifyError;
-use super::fleet::{self, FleetPlan};
-use super::limits::REGISTER_CONCURRENCY;
+use super::fleet::{self, FleetPlan, RegisterFailure};
 use super::progress::ProgressMode;
 use super::provenance::{self, Provenance};
 use super::report::{
@@ -666,50 +665,34 @@ fn events_thresholds(
 }
 
 /// Registers the expiring replicas again after a trial's expiry, at most
-/// [`REGISTER_CONCURRENCY`] at a time, with health sequences from `seq`;
-/// returns the next sequence.
+/// [`REGISTER_CONCURRENCY`](super::limits::REGISTER_CONCURRENCY) at a
+/// time, with health sequences from `seq`; returns the next sequence.
 async fn reregister<R>(registry: &R, plan: &FleetPlan, seq: u64) -> Result<u64, QualifyError>
 where
     R: Registry + Clone + 'static,
 {
-    let specs: Vec<_> = plan
+    let params: Vec<RegisterParams> = plan
         .replicas
         .iter()
         .filter(|r| plan.expiring.contains(&r.id))
-        .cloned()
+        .enumerate()
+        .map(|(i, spec)| RegisterParams {
+            health_seq: seq + i as u64,
+            lease_ttl_ms: plan.lease_ms(&spec.id),
+            spec: spec.clone(),
+        })
         .collect();
-    let next = seq + specs.len() as u64;
-    let mut workers = tokio::task::JoinSet::new();
-    for w in 0..REGISTER_CONCURRENCY.min(specs.len()) {
-        let registry = registry.clone();
-        let params: Vec<RegisterParams> = specs
-            .iter()
-            .enumerate()
-            .skip(w)
-            .step_by(REGISTER_CONCURRENCY)
-            .map(|(i, spec)| RegisterParams {
-                health_seq: seq + i as u64,
-                lease_ttl_ms: plan.lease_ms(&spec.id),
-                spec: spec.clone(),
-            })
-            .collect();
-        workers.spawn(async move {
-            for p in params {
-                let replica = p.spec.id.clone();
-                registry
-                    .replica_register(p)
-                    .await
-                    .map_err(|e| format!("registering expired replica {replica} again: {e}"))?;
-            }
-            Ok::<(), String>(())
-        });
-    }
-    while let Some(joined) = workers.join_next().await {
-        joined
-            .map_err(|e| format!("a registration task failed: {e}"))
-            .and_then(|r| r)
-            .map_err(|reason| QualifyError::Run { reason })?;
-    }
+    let next = seq + params.len() as u64;
+    fleet::register_all(registry, params)
+        .await
+        .map_err(|failure| QualifyError::Run {
+            reason: match failure {
+                RegisterFailure::Refused { replica, source } => {
+                    format!("registering expired replica {replica} again: {source}")
+                }
+                RegisterFailure::Task(e) => format!("a registration task failed: {e}"),
+            },
+        })?;
     Ok(next)
 }
 

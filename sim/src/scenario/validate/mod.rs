@@ -1,6 +1,17 @@
 //! Scenario validation: everything the types alone do not check (ranges
 //! and limits, references between records, schedules, hosts and fault
 //! parameters), each error with where it is.
+//!
+//! This file holds the entry point, the shared checks (`ensure`, `id_ok`,
+//! `bounded` and the like) and the validation of `[scenario]`,
+//! `[registry]`, `[lifecycle]`, the fleet's listed records and the
+//! workload with its operations. The other files:
+//!
+//! - `groups`: tenant and replica groups and the records they generate.
+//! - `faults`: the fault schedule and chaos.
+
+mod faults;
+mod groups;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -8,16 +19,12 @@ use std::fmt;
 use connreg::CrossRegion;
 
 use super::location::At;
-use super::{
-    FaultKind, InstanceSpec, Operation, OperationKind, REGISTRY_OPS, Scenario, ScopeSpec,
-    VersionSpec, select_hosts,
-};
+use super::{InstanceSpec, Operation, OperationKind, Scenario, ScopeSpec, VersionSpec};
 use crate::limits::{
-    ACTIONS_PER_DISPATCHER_MAX, CHAOS_FAULTS_MAX, DB_STALL_MS_MAX, DISPATCHER_CONCURRENCY_MAX,
-    DISPATCHERS_MAX, DUPLICATES_MAX, DURATION_MS_MAX, FLEET_RECORDS_MAX, FLEET_REPLICAS_MAX,
-    LATENCY_MS_MAX, LIVENESS_MS_MAX, MIX_ENTRIES_MAX, OPERATIONS_EXPANDED_MAX, READERS_MAX,
-    REGISTRY_HOSTS_MAX, REPLICAS_MAX, RETRIES_MAX, SCHEDULE_ENTRIES_MAX, SETUP_PUBLICATIONS_MAX,
-    TICK_MS_MAX,
+    ACTIONS_PER_DISPATCHER_MAX, DISPATCHER_CONCURRENCY_MAX, DISPATCHERS_MAX, DUPLICATES_MAX,
+    DURATION_MS_MAX, FLEET_RECORDS_MAX, FLEET_REPLICAS_MAX, LATENCY_MS_MAX, LIVENESS_MS_MAX,
+    MIX_ENTRIES_MAX, OPERATIONS_EXPANDED_MAX, READERS_MAX, REGISTRY_HOSTS_MAX, REPLICAS_MAX,
+    RETRIES_MAX, SCHEDULE_ENTRIES_MAX, SETUP_PUBLICATIONS_MAX, TICK_MS_MAX,
 };
 
 impl Scenario {
@@ -391,160 +398,6 @@ impl Validator<'_> {
         })
     }
 
-    fn tenant_groups(&self, versions: &BTreeMap<&str, &VersionSpec>) -> Check {
-        let mut names = BTreeSet::new();
-        for (n, g) in self.s.fleet.tenant_groups.iter().enumerate() {
-            let at = g.span().start;
-            let g = g.get_ref();
-            id_ok(at, "tenant group", &g.name, connreg::TenantId::new)?;
-            ensure(names.insert(g.name.as_str()), at, || {
-                format!("duplicate tenant group {:?}", g.name)
-            })?;
-            let Some(version) = versions.get(g.version.as_str()) else {
-                return fail(
-                    at,
-                    format!(
-                        "tenant group {:?} names unknown version {:?}",
-                        g.name, g.version
-                    ),
-                );
-            };
-            for c in &g.capabilities {
-                ensure(version.capabilities.contains(c), at, || {
-                    format!(
-                        "tenant group {:?}: version {:?} does not implement {c:?}",
-                        g.name, g.version
-                    )
-                })?;
-            }
-            if let Some(limit) = g.scope_limit {
-                bounded(
-                    At::Key(format!("fleet.tenant_groups.{n}.scope_limit")),
-                    "scope_limit",
-                    limit.into(),
-                    1,
-                    connreg::limits::SCOPE_LIMIT_MAX.into(),
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    fn replica_groups(
-        &self,
-        instances: &BTreeMap<&str, &InstanceSpec>,
-        replicas: &mut BTreeSet<String>,
-        per_instance: &mut BTreeMap<String, (usize, usize)>,
-    ) -> Check {
-        let mut names = BTreeSet::new();
-        let hosts: BTreeSet<String> = self
-            .s
-            .fleet
-            .replicas
-            .iter()
-            .map(|r| super::replica_host(&r.get_ref().id))
-            .collect();
-        for ((n, entry), (_, members)) in self
-            .s
-            .fleet
-            .replica_groups
-            .iter()
-            .enumerate()
-            .zip(self.s.group_members())
-        {
-            let at = entry.span().start;
-            let key = |name: &str| At::Key(format!("fleet.replica_groups.{n}.{name}"));
-            let g = entry.get_ref();
-            id_ok(at, "replica group", &g.name, connreg::ReplicaId::new)?;
-            ensure(names.insert(g.name.as_str()), at, || {
-                format!("duplicate replica group {:?}", g.name)
-            })?;
-            ensure(!hosts.contains(&super::group_host(&g.name)), at, || {
-                format!("replica group {:?}: its host name is taken", g.name)
-            })?;
-            match (&g.instance, &g.tenants) {
-                (Some(i), None) => ensure(instances.contains_key(i.as_str()), at, || {
-                    format!("replica group {:?} names unknown instance {i:?}", g.name)
-                })?,
-                (None, Some(t)) => ensure(!self.s.group_tenants(t).is_empty(), at, || {
-                    format!(
-                        "replica group {:?} names unknown tenant group {t:?}",
-                        g.name
-                    )
-                })?,
-                _ => {
-                    return fail(
-                        at,
-                        format!(
-                            "replica group {:?} needs exactly one of `instance` and `tenants`",
-                            g.name
-                        ),
-                    );
-                }
-            }
-            ensure(
-                !g.spread.is_empty() && g.spread.len() <= REPLICAS_MAX,
-                key("spread"),
-                || {
-                    format!(
-                        "replica group {:?}: spread must have 1 to {REPLICAS_MAX} placements",
-                        g.name
-                    )
-                },
-            )?;
-            for p in &g.spread {
-                id_ok(at, "region", &p.region, connreg::Region::new)?;
-                id_ok(at, "zone", &p.zone, connreg::Zone::new)?;
-            }
-            id_ok(at, "class", &g.class, connreg::CapacityClass::new)?;
-            bounded(
-                key("capacity"),
-                "capacity",
-                g.capacity.into(),
-                1,
-                connreg::limits::REPLICA_CAPACITY_MAX.into(),
-            )?;
-            let beat = g.heartbeat_ms.unwrap_or(self.s.lifecycle.heartbeat_ms);
-            bounded(
-                key("heartbeat_ms"),
-                "heartbeat_ms",
-                beat,
-                1,
-                DURATION_MS_MAX,
-            )?;
-            ensure(
-                beat < self.s.lifecycle.lease_ttl_ms,
-                key("heartbeat_ms"),
-                || {
-                    format!(
-                        "replica group {:?}: heartbeat_ms ({beat}) must be below lifecycle.lease_ttl_ms ({})",
-                        g.name, self.s.lifecycle.lease_ttl_ms
-                    )
-                },
-            )?;
-            ensure(
-                g.heartbeat_jitter_ms < beat,
-                key("heartbeat_jitter_ms"),
-                || {
-                    format!(
-                        "replica group {:?}: heartbeat_jitter_ms must be below heartbeat_ms ({beat})",
-                        g.name
-                    )
-                },
-            )?;
-            ratio_ok(key("unknown_ratio"), "unknown_ratio", g.unknown_ratio)?;
-            for m in &members {
-                id_ok(at, "replica", &m.id, connreg::ReplicaId::new)?;
-                ensure(replicas.insert(m.id.clone()), at, || {
-                    format!("replica group {:?}: duplicate replica {:?}", g.name, m.id)
-                })?;
-                let e = per_instance.entry(m.instance.clone()).or_default();
-                *e = (e.0 + 1, at);
-            }
-        }
-        Ok(())
-    }
-
     fn workload(&self) -> Check {
         let w = &self.s.workload;
         bounded(
@@ -864,209 +717,6 @@ impl Validator<'_> {
             ensure(!is || allowed.contains(&name), at, || {
                 format!("operation {:?} does not take `{name}`", o.op)
             })?;
-        }
-        Ok(())
-    }
-
-    fn faults(&self) -> Check {
-        let hosts = self.s.host_names();
-        let duration = self.s.scenario.duration_ms;
-        ensure(self.s.faults.len() <= SCHEDULE_ENTRIES_MAX, 0, || {
-            format!("faults has more than {SCHEDULE_ENTRIES_MAX} entries")
-        })?;
-        for (i, f) in self.s.faults.iter().enumerate() {
-            let at = f.span().start;
-            let key = |name: &str| At::Key(format!("faults.{i}.{name}"));
-            let f = f.get_ref();
-            ensure(f.at_ms <= duration, at, || {
-                "fault at_ms is after scenario.duration_ms".into()
-            })?;
-            let needs_until = matches!(
-                f.kind,
-                FaultKind::Partition | FaultKind::Hold | FaultKind::Latency | FaultKind::Loss
-            );
-            if needs_until {
-                ensure(f.until_ms.is_some(), at, || {
-                    format!("fault {:?} needs until_ms", f.kind)
-                })?;
-            }
-            if let Some(until) = f.until_ms {
-                ensure(until > f.at_ms && until <= duration, at, || {
-                    "until_ms must be after at_ms and at most scenario.duration_ms".into()
-                })?;
-            }
-            let sel = |list: &[String], side: &str| -> Check {
-                ensure(!list.is_empty(), at, || {
-                    format!("fault {:?} needs `{side}`", f.kind)
-                })?;
-                for s in list {
-                    ensure(
-                        !select_hosts(std::slice::from_ref(s), &hosts).is_empty(),
-                        at,
-                        || format!("host selector {s:?} matches no host"),
-                    )?;
-                }
-                Ok(())
-            };
-            let allowed: &[&str] = match f.kind {
-                FaultKind::Crash => {
-                    sel(&f.hosts, "hosts")?;
-                    if let Some(r) = f.restart_ms {
-                        ensure(r > f.at_ms, at, || "restart_ms must be after at_ms".into())?;
-                    }
-                    &["hosts", "restart_ms"]
-                }
-                FaultKind::Partition => {
-                    sel(&f.a, "a")?;
-                    sel(&f.b, "b")?;
-                    &["a", "b", "oneway", "until_ms"]
-                }
-                FaultKind::Hold => {
-                    sel(&f.a, "a")?;
-                    sel(&f.b, "b")?;
-                    &["a", "b", "until_ms"]
-                }
-                FaultKind::Latency => {
-                    sel(&f.a, "a")?;
-                    sel(&f.b, "b")?;
-                    let m = f.max_ms.unwrap_or(0);
-                    ensure(f.max_ms.is_some(), at, || "latency needs max_ms".into())?;
-                    bounded(
-                        key("max_ms"),
-                        "max_ms",
-                        m,
-                        self.s.scenario.latency_ms[0],
-                        LATENCY_MS_MAX,
-                    )?;
-                    &["a", "b", "max_ms", "until_ms"]
-                }
-                FaultKind::Loss => {
-                    let r = f.rate.unwrap_or(-1.0);
-                    ratio_ok(key("rate"), "rate", r)?;
-                    &["rate", "until_ms"]
-                }
-                FaultKind::LoseAnswers => {
-                    ensure(!f.ops.is_empty(), at, || "lose_answers needs ops".into())?;
-                    for op in &f.ops {
-                        ensure(REGISTRY_OPS.contains(&op.as_str()), at, || {
-                            format!("unknown op {op:?}; one of {}", REGISTRY_OPS.join(", "))
-                        })?;
-                    }
-                    let c = f.count.unwrap_or(0);
-                    bounded(key("count"), "count", c.into(), 1, 10_000)?;
-                    &["ops", "count", "until_ms"]
-                }
-                FaultKind::ClockJump => {
-                    let by = f.by_ms.unwrap_or(0);
-                    ensure(by != 0, at, || "clock_jump needs a non-zero by_ms".into())?;
-                    ensure(by.unsigned_abs() <= DURATION_MS_MAX, at, || {
-                        format!("by_ms exceeds {DURATION_MS_MAX}")
-                    })?;
-                    &["by_ms"]
-                }
-                FaultKind::DbCut => &["cut", "until_ms"],
-                FaultKind::DbStall => {
-                    ensure(f.stall_ms.is_some(), at, || {
-                        "db_stall needs stall_ms".into()
-                    })?;
-                    bounded(
-                        key("stall_ms"),
-                        "stall_ms",
-                        f.stall_ms.unwrap_or(0),
-                        1,
-                        DB_STALL_MS_MAX,
-                    )?;
-                    &["stall_ms", "until_ms"]
-                }
-                FaultKind::DbTerminate | FaultKind::DbRestart => &["until_ms"],
-                FaultKind::ZoneSilence => {
-                    let zone = f.zone.as_deref().unwrap_or_default();
-                    ensure(f.zone.is_some(), at, || "zone_silence needs zone".into())?;
-                    ensure(self.s.zones().contains(zone), at, || {
-                        format!("zone {zone:?} has no replica")
-                    })?;
-                    ensure(f.until_ms.is_some(), at, || {
-                        "zone_silence needs until_ms".into()
-                    })?;
-                    &["zone", "until_ms"]
-                }
-                FaultKind::GroupCrash | FaultKind::GroupDrain => {
-                    let group = f.group.as_deref().unwrap_or_default();
-                    ensure(f.group.is_some(), at, || {
-                        format!("{} needs group", f.kind.name())
-                    })?;
-                    ensure(
-                        self.s
-                            .fleet
-                            .replica_groups
-                            .iter()
-                            .any(|g| g.get_ref().name == group),
-                        at,
-                        || format!("unknown replica group {group:?}"),
-                    )?;
-                    let fraction = f.fraction.unwrap_or(-1.0);
-                    ensure(fraction > 0.0 && fraction <= 1.0, key("fraction"), || {
-                        format!(
-                            "{} needs a fraction above 0 and at most 1, got {fraction}",
-                            f.kind.name()
-                        )
-                    })?;
-                    if f.kind == FaultKind::GroupCrash {
-                        if let Some(r) = f.restart_ms {
-                            ensure(r > f.at_ms, at, || "restart_ms must be after at_ms".into())?;
-                        }
-                        &["group", "fraction", "restart_ms"]
-                    } else {
-                        &["group", "fraction"]
-                    }
-                }
-            };
-            let present = [
-                ("until_ms", f.until_ms.is_some()),
-                ("hosts", !f.hosts.is_empty()),
-                ("restart_ms", f.restart_ms.is_some()),
-                ("a", !f.a.is_empty()),
-                ("b", !f.b.is_empty()),
-                ("oneway", f.oneway),
-                ("max_ms", f.max_ms.is_some()),
-                ("rate", f.rate.is_some()),
-                ("ops", !f.ops.is_empty()),
-                ("count", f.count.is_some()),
-                ("by_ms", f.by_ms.is_some()),
-                ("cut", f.cut.is_some()),
-                ("stall_ms", f.stall_ms.is_some()),
-                ("zone", f.zone.is_some()),
-                ("group", f.group.is_some()),
-                ("fraction", f.fraction.is_some()),
-            ];
-            for (name, is) in present {
-                ensure(!is || allowed.contains(&name), at, || {
-                    format!("fault {:?} does not take `{name}`", f.kind)
-                })?;
-            }
-        }
-        Ok(())
-    }
-
-    fn chaos(&self) -> Check {
-        let c = &self.s.chaos;
-        ratio_ok(At::Named, "chaos.lose_answer_ratio", c.lose_answer_ratio)?;
-        for (what, n) in [
-            ("chaos.replica_crashes", c.replica_crashes),
-            ("chaos.registry_crashes", c.registry_crashes),
-            ("chaos.partitions", c.partitions),
-            ("chaos.holds", c.holds),
-            ("chaos.loss_windows", c.loss_windows),
-            ("chaos.clock_jumps", c.clock_jumps),
-            ("chaos.db_cuts", c.db_cuts),
-            ("chaos.db_stalls", c.db_stalls),
-            ("chaos.db_terminates", c.db_terminates),
-            ("chaos.db_restarts", c.db_restarts),
-            ("chaos.zone_silences", c.zone_silences),
-            ("chaos.group_crashes", c.group_crashes),
-            ("chaos.group_drains", c.group_drains),
-        ] {
-            bounded(At::Named, what, n.into(), 0, CHAOS_FAULTS_MAX.into())?;
         }
         Ok(())
     }
