@@ -339,7 +339,45 @@ async fn respond_planted<B: Backend>(
                 result: result.map_err(WireError::from),
             }
         }
+        (Some(PlantedBug::CircuitResetInCrowd), Request::Register { params }) => {
+            let replica = params.spec.id.clone();
+            let crowded = returns_open_in_crowd(&b, &replica).await;
+            let mut result = b.replica_register(params).await;
+            if crowded
+                && let Ok(r) = &mut result
+                && r.state == connreg::ReplicaState::Ready
+                && r.circuit.open
+            {
+                let reset = connreg::request::CircuitCloseParams {
+                    replica,
+                    reason: "registered again".into(),
+                };
+                if b.circuit_close(reset).await.is_ok() {
+                    r.circuit = connreg::Circuit::default();
+                }
+            }
+            Response::Register {
+                result: result.map_err(WireError::from),
+            }
+        }
         (_, request) => respond_plainly(b, request).await,
+    }
+}
+
+/// For the `circuit-reset-in-crowd` plant: true when `replica` is offline
+/// with its circuit open and more than [`crate::plant::OFFLINE_TRACKED`]
+/// replicas are offline. The whole store is read only for such a replica.
+async fn returns_open_in_crowd<B: Backend>(b: &B, replica: &connreg::ReplicaId) -> bool {
+    let offline = |r: &connreg::Replica| r.state == connreg::ReplicaState::Offline;
+    match b.replica_get(replica.clone()).await {
+        Ok(Some(r)) if offline(&r) && r.circuit.open => {}
+        _ => return false,
+    }
+    match b.inspect().await {
+        Ok(snapshot) => {
+            snapshot.replicas.iter().filter(|r| offline(r)).count() > crate::plant::OFFLINE_TRACKED
+        }
+        Err(_) => false,
     }
 }
 

@@ -20,6 +20,12 @@ pub const MAINTENANCE_PAGE: u32 = 256;
 /// scenario may list one by one, so only a fleet reaches it.
 pub const DRAINING_TRACKED: usize = 64;
 
+/// How many offline replicas `circuit-reset-in-crowd` keeps the circuits
+/// of: a replica registering again while more are offline comes back with
+/// its circuit closed. No scenario that lists its replicas one by one (64
+/// at most) has more offline at once, so only a fleet reaches it.
+pub const OFFLINE_TRACKED: usize = 64;
+
 /// One planted bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -51,6 +57,11 @@ pub enum PlantedBug {
     /// is answered `draining` but not applied: the replica stays ready
     /// and keeps taking new routes. Only a fleet drains that many at once.
     DrainLostInCrowd,
+    /// A replica registering again while more than [`OFFLINE_TRACKED`]
+    /// replicas are offline comes back as if new: its open circuit is
+    /// closed with no operator action, and the answer says so. Only a
+    /// fleet has that many offline at once (a group crash coming back).
+    CircuitResetInCrowd,
 }
 
 impl PlantedBug {
@@ -64,6 +75,7 @@ impl PlantedBug {
         all.push(PlantedBug::NoReconciliation);
         all.push(PlantedBug::MaintainPageStopsEarly);
         all.push(PlantedBug::DrainLostInCrowd);
+        all.push(PlantedBug::CircuitResetInCrowd);
         all
     }
 
@@ -78,6 +90,7 @@ impl PlantedBug {
             PlantedBug::NoReconciliation => "no-reconciliation",
             PlantedBug::MaintainPageStopsEarly => "maintain-page-stops-early",
             PlantedBug::DrainLostInCrowd => "drain-lost-in-crowd",
+            PlantedBug::CircuitResetInCrowd => "circuit-reset-in-crowd",
         }
     }
 
@@ -106,6 +119,9 @@ impl PlantedBug {
             PlantedBug::DrainLostInCrowd => {
                 "a drain while 64 replicas already drain is answered but not applied"
             }
+            PlantedBug::CircuitResetInCrowd => {
+                "a replica registering again while more than 64 are offline comes back with its circuit closed"
+            }
         }
     }
 
@@ -129,6 +145,7 @@ impl PlantedBug {
             PlantedBug::NoReconciliation => "0021_dispatcher_crash_reconciliation.toml",
             PlantedBug::MaintainPageStopsEarly => "0022_mass_expiry.toml",
             PlantedBug::DrainLostInCrowd => "0025_group_crash_and_drain.toml",
+            PlantedBug::CircuitResetInCrowd => "0025_group_crash_and_drain.toml",
         }
     }
 
@@ -151,6 +168,7 @@ impl PlantedBug {
             PlantedBug::NoReconciliation => invariant::LEAK.0,
             PlantedBug::MaintainPageStopsEarly => invariant::LEASE_PROGRESS.0,
             PlantedBug::DrainLostInCrowd => invariant::ELIGIBLE.0,
+            PlantedBug::CircuitResetInCrowd => invariant::CIRCUIT.0,
         }
     }
 
@@ -171,6 +189,7 @@ impl PlantedBug {
                 | PlantedBug::MaintainOvercount
                 | PlantedBug::MaintainPageStopsEarly
                 | PlantedBug::DrainLostInCrowd
+                | PlantedBug::CircuitResetInCrowd
         )
     }
 

@@ -2,8 +2,10 @@
 //! fleet-grain faults) is refused with file, line and bound past a limit;
 //! a group's replicas speak the same protocol, at the same times, as
 //! replicas listed one by one; a group world is deterministic; and the
-//! bug only a fleet shows (maintenance that stops at a page and answers
-//! `more = false`) is caught by a fleet-sized world and by no small one.
+//! bugs only a fleet shows (maintenance that stops at a page and answers
+//! `more = false`, a drain lost among many, a circuit closed by a crowd of
+//! returning replicas) are caught by a fleet-sized world and by no small
+//! one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -403,10 +405,10 @@ fn maintenance_that_stops_at_a_page_is_caught_in_a_fleet() {
 
 #[test]
 fn no_small_scenario_catches_a_fleet_plant() {
-    // spec: LEASE-2, ROUTE-9
-    // No world of 64 replicas or fewer reaches a second maintenance page
-    // or 64 replicas draining at once; the fleet scenarios catch both
-    // (`sim/tests/plants.rs`).
+    // spec: LEASE-2, ROUTE-9, SETTLE-6
+    // No world of 64 replicas or fewer reaches a second maintenance page,
+    // 64 replicas draining at once or more than 64 offline at once; the
+    // fleet scenarios catch all three (`sim/tests/plants.rs`).
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
     let mut small = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -426,6 +428,7 @@ fn no_small_scenario_catches_a_fleet_plant() {
         for plant in [
             PlantedBug::MaintainPageStopsEarly,
             PlantedBug::DrainLostInCrowd,
+            PlantedBug::CircuitResetInCrowd,
         ] {
             let report = run(
                 &s,

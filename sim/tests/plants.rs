@@ -3,7 +3,8 @@
 //! names, and the same seed passes without the plant. A checker that
 //! catches nothing is a defect.
 
-use connreg_sim::{PlantedBug, RunOptions, Scenario, run};
+use connreg_sim::plant::OFFLINE_TRACKED;
+use connreg_sim::{PlantedBug, RunOptions, Scenario, TraceTarget, run};
 
 fn scenario(file: &str) -> Scenario {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -43,6 +44,63 @@ fn every_plant_is_caught_at_seed_one_of_its_scenario_and_the_seed_passes_unplant
             unplanted.ok(),
             "{file} seed 1 fails without a plant: {:#?}",
             unplanted.violations
+        );
+    }
+}
+
+#[test]
+fn a_crashed_group_coming_back_catches_registration_that_closes_circuits() {
+    // spec: SETTLE-6, LEASE-1
+    // The replicas a group crash takes down come back with the circuits
+    // their unknown outcomes opened; registering again must leave them
+    // open. Past the first returns of the crowd, the plant closes them.
+    let plant = PlantedBug::CircuitResetInCrowd;
+    let s = scenario(plant.scenario());
+    let report = run(
+        &s,
+        &RunOptions {
+            seed: 1,
+            plant: Some(plant),
+            trace: TraceTarget::Memory,
+            ..RunOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let trace = String::from_utf8(report.trace.clone().expect("the trace was kept")).unwrap();
+    let mut crashed: Vec<String> = Vec::new();
+    for line in trace.lines() {
+        assert!(
+            !line.contains(r#""op":"circuit_close""#),
+            "an operator closed a circuit: {line}"
+        );
+        if line.contains(r#""fault":"group_crash""#) {
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            crashed.extend(
+                event["replicas"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.as_str().unwrap().to_string()),
+            );
+        }
+    }
+    assert!(crashed.len() > OFFLINE_TRACKED, "{} crashed", crashed.len());
+    assert!(report.violation_count > 0, "the plant was not caught");
+    // Only a return while more than OFFLINE_TRACKED replicas are offline
+    // closes a circuit.
+    assert!(
+        report.violation_count <= (crashed.len() - OFFLINE_TRACKED) as u64,
+        "{} violations for {} crashed replicas",
+        report.violation_count,
+        crashed.len()
+    );
+    for v in &report.violations {
+        assert_eq!(v.invariant, plant.invariant(), "{v:#?}");
+        assert!(
+            crashed
+                .iter()
+                .any(|r| v.detail.starts_with(&format!("replica {r}'s circuit"))),
+            "not a crashed replica: {v:#?}"
         );
     }
 }
