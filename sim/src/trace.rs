@@ -20,12 +20,13 @@ use crate::scenario::Expect;
 use crate::wire::{Request, Response};
 
 /// The trace format's version, in every `start` event.
-pub const TRACE_FORMAT: u32 = 3;
+pub const TRACE_FORMAT: u32 = 4;
 
 /// The formats `check-trace` and `explain` read: format 3 only added what
 /// points a reader at evidence (violation context, provenance), never
-/// evidence a check needs.
-pub const TRACE_FORMATS_READ: [u32; 2] = [2, 3];
+/// evidence a check needs; format 4 writes some snapshot rows compactly,
+/// which this reader expands.
+pub const TRACE_FORMATS_READ: [u32; 3] = [2, 3, 4];
 
 /// One reservation a call released, as its answer names it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

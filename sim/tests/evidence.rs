@@ -85,7 +85,7 @@ fn unbound(lines: &mut [Value], counter: &str) {
 #[test]
 fn a_clean_trace_carries_the_evidence_fields_and_passes() {
     let lines = clean("0004_replica_crash_mid_action.toml", 1);
-    assert_eq!(lines[0]["format"], 3);
+    assert_eq!(lines[0]["format"], connreg_sim::trace::TRACE_FORMAT);
     let settle = &lines[find(&lines, releasing_settle)];
     let named = &settle["released"][0];
     assert!(named["fence"].is_u64(), "{settle}");
@@ -122,7 +122,7 @@ fn a_trace_of_an_older_format_is_refused_with_a_clear_message() {
         .collect();
     let err = recheck(text.into_iter()).expect_err("an older format is refused");
     assert!(err.contains("format 1"), "{err}");
-    assert!(err.contains("formats 2 and 3"), "{err}");
+    assert!(err.contains("formats 2, 3, 4"), "{err}");
     // Format 3 added no evidence a check needs: a format 2 trace (no
     // provenance, no violation context) still re-checks.
     let mut two = lines.clone();

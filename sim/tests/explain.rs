@@ -129,7 +129,7 @@ fn the_start_line_records_version_revision_scenario_hash_and_swarm_draws() {
     );
     assert!(out.status.code().is_some_and(|c| c <= 1), "{}", text(&out));
     let start = &lines(&trace)[0];
-    assert_eq!(start["format"], 3);
+    assert_eq!(start["format"], connreg_sim::trace::TRACE_FORMAT);
     assert_eq!(start["version"], env!("CARGO_PKG_VERSION"));
     assert!(start["revision"].as_str().is_some_and(|r| !r.is_empty()));
     assert_eq!(start["scenario_file"], "0001_steady_state.toml");

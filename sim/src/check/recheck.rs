@@ -44,11 +44,11 @@ fn refuse_other_format(line: &str) -> Result<(), String> {
             other => format!("format {other}"),
         };
         return Err(format!(
-            "the trace is of {seen}; check-trace reads formats {} and {} only (sim/TRACE.md: \
+            "the trace is of {seen}; check-trace reads formats {} only (sim/TRACE.md: \
              answers name what they released and their registry clock, deliveries and the \
              dispatch of each side effect are recorded); make a new trace with \
              `connreg-sim run --trace FILE`",
-            read[0], read[1]
+            read.map(|r| r.to_string()).join(", ")
         ));
     }
     Ok(())
