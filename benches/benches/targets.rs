@@ -29,8 +29,13 @@
 //!    publications every 100 ms beside [`RESOLVERS`] resolvers of one
 //!    tenant (`publication`).
 //! 4. Memory per retained route on the in-memory backend, from a counting
-//!    allocator (`alloc`), and the simulator's seeds per minute on two
-//!    threads (`sim`).
+//!    allocator (`alloc`), and the simulator (`sim`): seeds per minute of
+//!    the standard scenario on two threads, and the fleet-scale
+//!    mass-expiry scenario (1,500 replicas, over 10,000 routes) at seed 1
+//!    in a process of its own: simulated seconds per wall second, trace
+//!    bytes per simulated second, its largest step and peak resident
+//!    memory. `simpg` (not run by default: about six minutes) runs the
+//!    same scenario on PostgreSQL.
 //!
 //! At the end a table and one line per target:
 //! `TARGET <name> measured=<value> goal=<value> holds=<yes|no>` (a figure
@@ -39,8 +44,9 @@
 //! Knobs: `CONNREG_TARGETS_SECS` (measured seconds of each throughput run
 //! and of each phase of the publication run, default 5, at most
 //! [`SECS_MAX`]), `CONNREG_TARGETS_PARTS` (comma separated subset of
-//! `memory,postgres,alloc,sim,fleet`; default all; `pgload` alone runs the
-//! 16-client PostgreSQL runs without the PostgreSQL criterion benches). The
+//! `memory,postgres,pgload,alloc,sim,simpg,fleet`; default all but `pgload`
+//! and `simpg`; `pgload` alone runs the 16-client PostgreSQL runs without
+//! the PostgreSQL criterion benches). The
 //! PostgreSQL server comes from connreg-pgtest (`CONNREG_TEST_DATABASE_URL`,
 //! else a throwaway local cluster, whose `fsync` the throughput runs turn
 //! on).
@@ -85,13 +91,17 @@ use crate::postgres::pg_benches;
 use crate::publication::{
     PUBLICATION_INTERVAL_MS, PUBLICATION_WAITS_MS_MAX, PublicationLoad, RESOLVERS, publication_load,
 };
-use crate::sim::sim_seeds_per_minute;
+use crate::sim::{
+    MASS_EXPIRY_CHILD, MassExpiry, mass_expiry, mass_expiry_child, sim_seeds_per_minute,
+};
 
 /// Most measured seconds of one throughput run.
 const SECS_MAX: u64 = 600;
 
 /// The parts `CONNREG_TARGETS_PARTS` may name.
-const PARTS: [&str; 6] = ["memory", "postgres", "pgload", "alloc", "sim", "fleet"];
+const PARTS: [&str; 7] = [
+    "memory", "postgres", "pgload", "alloc", "sim", "simpg", "fleet",
+];
 
 /// The parts run when `CONNREG_TARGETS_PARTS` is not set.
 const PARTS_DEFAULT: &str = "memory,postgres,alloc,sim,fleet";
@@ -145,7 +155,18 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     Some(a? / b?)
 }
 
+/// The mass-expiry figures on `backend`, or the bench ends with the reason.
+fn mass_expiry_or_exit(backend: connreg_sim::BackendKind) -> MassExpiry {
+    mass_expiry(backend).unwrap_or_else(|e| {
+        eprintln!("targets: simulator mass expiry: {e}");
+        std::process::exit(1);
+    })
+}
+
 fn main() {
+    if let Ok(backend) = std::env::var(MASS_EXPIRY_CHILD) {
+        mass_expiry_child(&backend);
+    }
     let secs = match std::env::var("CONNREG_TARGETS_SECS") {
         Err(_) => 5,
         Ok(v) => match v.parse::<u64>() {
@@ -161,7 +182,7 @@ fn main() {
     for part in &parts {
         if !PARTS.contains(part) {
             eprintln!(
-                "targets: CONNREG_TARGETS_PARTS names {part:?}; the parts are memory, postgres, pgload, alloc, sim and fleet"
+                "targets: CONNREG_TARGETS_PARTS names {part:?}; the parts are memory, postgres, pgload, alloc, sim, simpg and fleet"
             );
             std::process::exit(2);
         }
@@ -213,6 +234,12 @@ fn main() {
     } else {
         None
     };
+    let expiry_memory = parts
+        .contains(&"sim")
+        .then(|| mass_expiry_or_exit(connreg_sim::BackendKind::Memory));
+    let expiry_postgres = parts
+        .contains(&"simpg")
+        .then(|| mass_expiry_or_exit(connreg_sim::BackendKind::Postgres));
 
     println!();
     println!("| bench | mean per call |");
@@ -274,6 +301,15 @@ fn main() {
     }
     if let Some(s) = seeds_per_minute {
         println!("simulator standard-scenario seeds per minute, 2 threads: {s:.0}");
+    }
+    for (backend, run) in [("memory", &expiry_memory), ("postgres", &expiry_postgres)] {
+        if let Some(m) = run {
+            println!(
+                "simulator mass expiry (0022, seed 1) on {backend}: {:.1} simulated s per wall s, \
+                 {:.0} trace bytes per simulated s, largest step {} bytes, peak memory {:.0} MiB",
+                m.sim_per_wall, m.trace_bytes_per_sim_s, m.largest_step_bytes, m.peak_rss_mib
+            );
+        }
     }
 
     let flat = |backend: &str| {
@@ -346,6 +382,30 @@ fn main() {
             name: "sim_seeds_per_minute",
             measured: seeds_per_minute,
             goal: Some(20_000.0),
+            at_most: false,
+        },
+        Target {
+            name: "sim_mass_expiry_memory_sim_s_per_wall_s",
+            measured: expiry_memory.map(|m| m.sim_per_wall),
+            goal: Some(100.0),
+            at_most: false,
+        },
+        Target {
+            name: "sim_mass_expiry_memory_trace_bytes_per_sim_s",
+            measured: expiry_memory.map(|m| m.trace_bytes_per_sim_s),
+            goal: None,
+            at_most: true,
+        },
+        Target {
+            name: "sim_mass_expiry_memory_peak_mib",
+            measured: expiry_memory.map(|m| m.peak_rss_mib),
+            goal: None,
+            at_most: true,
+        },
+        Target {
+            name: "sim_mass_expiry_postgres_sim_s_per_wall_s",
+            measured: expiry_postgres.map(|m| m.sim_per_wall),
+            goal: None,
             at_most: false,
         },
     ];

@@ -79,4 +79,4 @@ pub use run::{
     resolve_scenario_path, run,
 };
 pub use scenario::{Scenario, ScenarioError};
-pub use world::RunReport;
+pub use world::{RunReport, StepBytes};

@@ -1,5 +1,7 @@
 //! The simulator's speed: standard-scenario seeds per minute on two
-//! threads (`connreg-sim`).
+//! threads, and the fleet-scale mass-expiry scenario's simulated seconds
+//! per wall second, trace bytes per simulated second and peak memory
+//! (`connreg-sim`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -37,4 +39,124 @@ pub(crate) fn sim_seeds_per_minute(secs: u64) -> Result<f64, String> {
             .map_err(|_| "a simulator thread panicked".to_string())??;
     }
     Ok(seeds as f64 * 60.0 / started.elapsed().as_secs_f64())
+}
+
+/// The environment variable that makes this bench binary run the
+/// mass-expiry scenario once, in its own process, and print its figures:
+/// the process's peak resident memory is then the run's alone.
+pub(crate) const MASS_EXPIRY_CHILD: &str = "CONNREG_TARGETS_MASS_EXPIRY";
+
+/// The fleet-scale scenario the figures come from (`scenarios/`).
+const MASS_EXPIRY_FILE: &str = "0022_mass_expiry.toml";
+
+/// One run of the mass-expiry scenario at seed 1.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MassExpiry {
+    /// Simulated seconds per wall second.
+    pub(crate) sim_per_wall: f64,
+    /// Trace bytes per simulated second.
+    pub(crate) trace_bytes_per_sim_s: f64,
+    /// The largest step's trace bytes.
+    pub(crate) largest_step_bytes: u64,
+    /// Peak resident memory of the process that ran it, in MiB.
+    pub(crate) peak_rss_mib: f64,
+}
+
+/// Runs the mass-expiry scenario on `backend` in a child process (this
+/// binary, with [`MASS_EXPIRY_CHILD`] set) and reads its figures.
+pub(crate) fn mass_expiry(backend: connreg_sim::BackendKind) -> Result<MassExpiry, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("this bench's path: {e}"))?;
+    let out = std::process::Command::new(exe)
+        .env(MASS_EXPIRY_CHILD, backend.name())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("the mass-expiry run did not start: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MASS_EXPIRY "))
+        .ok_or_else(|| {
+            format!(
+                "the mass-expiry run on {} printed no figures (exit {:?}): {}{}",
+                backend.name(),
+                out.status.code(),
+                text,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+    let field = |name: &str| -> Result<f64, String> {
+        line.split(' ')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("the mass-expiry figures lack {name}: {line}"))
+    };
+    let (sim_ms, wall_ms) = (field("sim_ms")?, field("wall_ms")?);
+    Ok(MassExpiry {
+        sim_per_wall: sim_ms / wall_ms.max(1.0),
+        trace_bytes_per_sim_s: field("trace_bytes")? * 1000.0 / sim_ms.max(1.0),
+        largest_step_bytes: field("largest_step_bytes")? as u64,
+        peak_rss_mib: field("peak_rss_kib")? / 1024.0,
+    })
+}
+
+/// The child's side of [`mass_expiry`]: one run at seed 1, its trace
+/// hashed only, then one `MASS_EXPIRY key=value ...` line; exits 1 when the
+/// run was not clean, since a figure of a failing run means nothing.
+pub(crate) fn mass_expiry_child(backend: &str) -> ! {
+    let backend = match backend {
+        "memory" => connreg_sim::BackendKind::Memory,
+        "postgres" => connreg_sim::BackendKind::Postgres,
+        other => {
+            eprintln!("{MASS_EXPIRY_CHILD}: memory or postgres, got {other:?}");
+            std::process::exit(2);
+        }
+    };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(MASS_EXPIRY_FILE);
+    let scenario = connreg_sim::Scenario::load(&path).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2);
+    });
+    let options = connreg_sim::RunOptions {
+        seed: 1,
+        backend,
+        ..connreg_sim::RunOptions::default()
+    };
+    let started = Instant::now();
+    let report = connreg_sim::run(&scenario, &options).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2);
+    });
+    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if !report.ok() {
+        eprintln!(
+            "{MASS_EXPIRY_FILE} seed 1 on {}: {} violation(s): {:#?}",
+            backend.name(),
+            report.violation_count,
+            report.violations
+        );
+        std::process::exit(1);
+    }
+    println!(
+        "MASS_EXPIRY sim_ms={} wall_ms={wall_ms:.0} trace_bytes={} largest_step_bytes={} peak_rss_kib={}",
+        report.sim_ms,
+        report.trace_bytes,
+        report.largest_step.bytes,
+        peak_rss_kib().unwrap_or(0)
+    );
+    std::process::exit(0);
+}
+
+/// This process's peak resident memory (`VmHWM`), in KiB.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
