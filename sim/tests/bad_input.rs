@@ -121,3 +121,54 @@ fn check_trace_refuses_an_empty_file_as_bad_input() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The standard scenario at a 50 ms tick, long enough for its workload at
+/// that tick, with `lines` added at the top of `[workload]`.
+fn at_fifty_ms_tick(lines: &[&str]) -> String {
+    let text = STANDARD_SCENARIO
+        .replacen("tick_ms = 2", "tick_ms = 50", 1)
+        .replacen("duration_ms = 700", "duration_ms = 3000", 1)
+        .replacen("liveness_ms = 1000", "liveness_ms = 20000", 1);
+    text.replacen(
+        "[workload]\n",
+        &format!("[workload]\n{}\n", lines.join("\n")),
+        1,
+    )
+}
+
+#[test]
+fn a_timeout_below_the_shortest_round_trip_is_refused_naming_its_line_and_the_bound() {
+    // spec: SIM-2 (a scenario none of whose calls can be answered in time
+    // drives nothing: it is bad input)
+    // At a 50 ms tick and links of 1 to 4 ms a call is answered 150 ms
+    // after it is sent at the earliest (sim/src/feasible.rs).
+    let dir = scratch("hopeless-timeout");
+    for (bad, also) in [
+        ("rpc_timeout_ms = 101", "dispatch_timeout_ms = 150"),
+        ("rpc_timeout_ms = 149", "dispatch_timeout_ms = 150"),
+        ("dispatch_timeout_ms = 149", "rpc_timeout_ms = 150"),
+    ] {
+        let text = at_fifty_ms_tick(&[also, bad]);
+        let (code, err) = run_scenario(&dir, &text);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        let line = line_of(&text, bad);
+        assert!(err.contains(&format!("bad.toml:{line}:")), "{bad}: {err}");
+        let key = bad.split(" = ").next().unwrap();
+        assert!(err.contains(&format!("workload.{key}")), "{bad}: {err}");
+        assert!(err.contains("150 ms"), "{bad}: the bound is named: {err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn the_smallest_accepted_timeouts_lose_no_call_of_a_fault_free_run() {
+    // spec: SIM-2 (the bound is the shortest round trip, not a guess: at
+    // it, every call of a fault-free run is answered in time)
+    let dir = scratch("smallest-timeout");
+    let text = at_fifty_ms_tick(&["rpc_timeout_ms = 150", "dispatch_timeout_ms = 150"]);
+    // The standard scenario's expectations hold: every action completes
+    // and `rpc_failures` is at most 0.
+    let (code, err) = run_scenario(&dir, &text);
+    assert_eq!(code, Some(0), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
