@@ -2,7 +2,9 @@
 //! evidence supports (`settlement_truthful`). A replica answers
 //! `cancelled` only for an execution a cancel stopped, however many
 //! executions of one fence run at once; the checker catches a settlement
-//! that says otherwise, from the trace alone.
+//! that says otherwise, from the trace alone; and the planted bug that
+//! brings back a stop signal shared by the executions of one fence is
+//! caught at seed 1 of scenario 0002.
 
 use connreg_sim::check::invariant;
 use connreg_sim::{PlantedBug, Recheck, RunOptions, Scenario, TraceTarget, recheck, run};
@@ -226,4 +228,38 @@ fn executions_of_one_fence_each_keep_their_stop_signal() {
         doubled > 0,
         "no seed ran a fence twice: the test shows nothing"
     );
+}
+
+#[test]
+fn a_shared_stop_signal_is_caught_by_settlement_truthful_at_seed_one_of_0002() {
+    // spec: PIN-7, SETTLE-5
+    let plant = PlantedBug::SharedStopSignal;
+    assert!(PlantedBug::all().contains(&plant));
+    assert_eq!(PlantedBug::parse("shared-stop-signal"), Some(plant));
+    assert_eq!(plant.scenario(), "0002_duplicate_resolve_storm.toml");
+    assert_eq!(plant.invariant(), invariant::TRUTHFUL.0);
+    let s = scenario(plant.scenario());
+    let report = run(
+        &s,
+        &RunOptions {
+            seed: 1,
+            plant: Some(plant),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!report.ok(), "the plant was not caught");
+    for v in &report.violations {
+        assert_eq!(v.invariant, invariant::TRUTHFUL.0, "{v:#?}");
+        assert!(v.detail.contains("recorded cancelled"), "{v:#?}");
+    }
+    let clean = run(
+        &s,
+        &RunOptions {
+            seed: 1,
+            ..RunOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(clean.ok(), "{:#?}", clean.violations);
 }

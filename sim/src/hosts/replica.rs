@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 
 use super::rpc::{call, serve};
 use super::{Ctx, backoff_ms, between, sleep_ms};
+use crate::plant::PlantedBug;
 use crate::trace::Event;
 use crate::wire::{Envelope, Execution, REGISTRY_PORT, REPLICA_PORT, Request, Response};
 
@@ -36,18 +37,33 @@ struct Running {
 }
 
 impl Running {
-    /// Keeps the stop signal of a new execution; returns its number.
-    fn start(&mut self, key: &(ActionId, FenceToken), tx: oneshot::Sender<()>) -> u64 {
+    /// Keeps the stop signal of a new execution; returns its number. The
+    /// `shared-stop-signal` plant keeps one signal per action and fence:
+    /// the new one drops the one before it.
+    fn start(
+        &mut self,
+        key: &(ActionId, FenceToken),
+        tx: oneshot::Sender<()>,
+        shared: bool,
+    ) -> u64 {
         self.next += 1;
         let signals = self.by_fence.entry(key.clone()).or_default();
+        if shared {
+            signals.clear();
+        }
         signals.insert(self.next, tx);
         self.next
     }
 
-    /// Forgets the signal of an execution that ended.
-    fn end(&mut self, key: &(ActionId, FenceToken), execution: u64) {
+    /// Forgets the signal of an execution that ended (with the plant, the
+    /// signal of whatever execution of its action and fence came last).
+    fn end(&mut self, key: &(ActionId, FenceToken), execution: u64, shared: bool) {
         if let Some(signals) = self.by_fence.get_mut(key) {
-            signals.remove(&execution);
+            if shared {
+                signals.clear();
+            } else {
+                signals.remove(&execution);
+            }
             if signals.is_empty() {
                 self.by_fence.remove(key);
             }
@@ -183,22 +199,25 @@ async fn handle(
                 account: spec.instance.clone(),
                 fence: key.1,
             });
+            let shared = ctx.plant == Some(PlantedBug::SharedStopSignal);
             let (tx, rx) = oneshot::channel();
-            let execution = running.borrow_mut().start(&key, tx);
+            let execution = running.borrow_mut().start(&key, tx, shared);
             let exec_ms = between(&mut rng.borrow_mut(), ctx.scenario.workload.exec_ms);
             let until = tokio::time::Instant::now() + Duration::from_millis(exec_ms);
             let cancelled = match tokio::time::timeout_at(until, rx).await {
                 // A cancel stopped it.
                 Ok(Ok(())) => true,
                 // The signal was dropped unsent: nothing stopped the
-                // work, which runs its course.
+                // work, which runs its course. The plant takes the drop
+                // for a cancel.
+                Ok(Err(_)) if shared => true,
                 Ok(Err(_)) => {
                     tokio::time::sleep_until(until).await;
                     false
                 }
                 Err(_) => false,
             };
-            running.borrow_mut().end(&key, execution);
+            running.borrow_mut().end(&key, execution, shared);
             let execution = if cancelled {
                 Execution::Cancelled
             } else if unknown_ratio > 0.0 && rng.borrow_mut().random_bool(unknown_ratio) {
