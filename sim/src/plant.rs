@@ -3,8 +3,9 @@
 //!
 //! Three homes: bugs planted in the registry's in-memory backend
 //! (`connreg::plant::Plant`, feature `plant`); bugs planted in the
-//! simulator's own hosts (a registry host, a dispatcher), which stand for
-//! a wrong server front end or a wrong client; and bugs planted in how the
+//! simulator's own hosts (a registry host, a dispatcher, a replica), which
+//! stand for a wrong server front end, a wrong client or a wrong provider;
+//! and bugs planted in how the
 //! store wrapper (`backend`) calls the backend, which stand for a store
 //! whose answers and rows disagree. Each names the scenario
 //! that catches it at seed 1 and the invariant that reports it;
@@ -62,6 +63,11 @@ pub enum PlantedBug {
     /// closed with no operator action, and the answer says so. Only a
     /// fleet has that many offline at once (a group crash coming back).
     CircuitResetInCrowd,
+    /// A replica keeps one stop signal per action and fence: a second
+    /// `execute` of the same fence drops the first one's signal, the drop
+    /// reads as a cancel, and executions whose side effects ran answer
+    /// `cancelled`.
+    SharedStopSignal,
 }
 
 impl PlantedBug {
@@ -76,6 +82,7 @@ impl PlantedBug {
         all.push(PlantedBug::MaintainPageStopsEarly);
         all.push(PlantedBug::DrainLostInCrowd);
         all.push(PlantedBug::CircuitResetInCrowd);
+        all.push(PlantedBug::SharedStopSignal);
         all
     }
 
@@ -91,6 +98,7 @@ impl PlantedBug {
             PlantedBug::MaintainPageStopsEarly => "maintain-page-stops-early",
             PlantedBug::DrainLostInCrowd => "drain-lost-in-crowd",
             PlantedBug::CircuitResetInCrowd => "circuit-reset-in-crowd",
+            PlantedBug::SharedStopSignal => "shared-stop-signal",
         }
     }
 
@@ -122,6 +130,9 @@ impl PlantedBug {
             PlantedBug::CircuitResetInCrowd => {
                 "a replica registering again while more than 64 are offline comes back with its circuit closed"
             }
+            PlantedBug::SharedStopSignal => {
+                "a replica keys executions by action and fence: a second execute's signal drops the first's, read as a cancel"
+            }
         }
     }
 
@@ -146,6 +157,7 @@ impl PlantedBug {
             PlantedBug::MaintainPageStopsEarly => "0022_mass_expiry.toml",
             PlantedBug::DrainLostInCrowd => "0025_group_crash_and_drain.toml",
             PlantedBug::CircuitResetInCrowd => "0025_group_crash_and_drain.toml",
+            PlantedBug::SharedStopSignal => "0002_duplicate_resolve_storm.toml",
         }
     }
 
@@ -169,6 +181,7 @@ impl PlantedBug {
             PlantedBug::MaintainPageStopsEarly => invariant::LEASE_PROGRESS.0,
             PlantedBug::DrainLostInCrowd => invariant::ELIGIBLE.0,
             PlantedBug::CircuitResetInCrowd => invariant::CIRCUIT.0,
+            PlantedBug::SharedStopSignal => invariant::TRUTHFUL.0,
         }
     }
 

@@ -17,6 +17,8 @@
 //! - `failover`: `dispatch_after_commit` and `no_silent_failover` at the
 //!   replicas.
 //! - `settlement`: `idempotent_settlement`.
+//! - `truthful`: `settlement_truthful`, outcomes against the ledger and
+//!   the cancel answers.
 //! - `capacity`: the live reservations by the answers, compared with the
 //!   store (`capacity_accounting`).
 //! - `accounting`: the `capacity_accounting` checks at answers and
@@ -41,6 +43,7 @@
 //! | `no_silent_failover` | PIN-4, PIN-5 | a retry answers another destination, a side effect or dispatch or cancellation reaches another instance or replica than the route's |
 //! | `dispatch_after_commit` | ROUTE-8 | a replica is dispatched an assignment no registry answered |
 //! | `idempotent_settlement` | SETTLE-2, SETTLE-4 | a reservation is released twice, or a settlement with a stale or altered assignment succeeds |
+//! | `settlement_truthful` | PIN-7, SETTLE-5 | a settlement records `cancelled` for work in the ledger that no cancel stopped, or `completed` for work the ledger does not hold |
 //! | `capacity_accounting` | ROUTE-7, SETTLE-3, REC-8 | a replica's active count or a scope's counter differs from the live reservations (by the store's rows, and by the answers), or exceeds its limit; the store frees a reservation no answer released; a maintenance answer miscounts its releases |
 //! | `page_single_revision` | CAT-8, CAT-9 | a continuation page is read at another revision than its cursor's |
 //! | `revision_by_publication` | CAT-1, CAT-3 | a revision appears that no publication made, or a publication skips one |
@@ -72,6 +75,7 @@ mod resolve;
 mod settlement;
 mod snapshot;
 mod truth;
+mod truthful;
 mod unavailable;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -107,6 +111,8 @@ pub mod invariant {
     pub const AFTER_COMMIT: (&str, &str) = ("dispatch_after_commit", "ROUTE-8");
     /// See the module table.
     pub const IDEMPOTENT: (&str, &str) = ("idempotent_settlement", "SETTLE-2 SETTLE-4");
+    /// See the module table.
+    pub const TRUTHFUL: (&str, &str) = ("settlement_truthful", "PIN-7 SETTLE-5");
     /// See the module table.
     pub const CAPACITY: (&str, &str) = ("capacity_accounting", "ROUTE-7 SETTLE-3 REC-8");
     /// See the module table.
@@ -195,6 +201,8 @@ pub struct Checker {
     failed: BTreeSet<u64>,
     /// `execute` calls: (called host, action, fence).
     executes: BTreeMap<u64, (String, ActionId, FenceToken)>,
+    /// Side effects and stopped executions (`settlement_truthful`).
+    evidence: truthful::Evidence,
     /// The registry clock's offset from `CLOCK_START_MS + t` (clock jumps).
     clock_offset_ms: i64,
     /// The trace line of the record being checked (1-based).
@@ -388,6 +396,7 @@ impl Checker {
                 fence,
             } => {
                 self.counters.executions += 1;
+                self.evidence.ran(action, *fence, *rpc);
                 let caused = self.executes.get(rpc).is_some_and(|(to, a, f)| {
                     *to == replica_host(replica.as_str()) && a == action && f == fence
                 });
@@ -648,8 +657,9 @@ impl Checker {
             {
                 self.counters.misdirected += 1;
             }
-            (Request::Cancel { .. }, Response::Cancel { running: true }) => {
+            (Request::Cancel { action, fence }, Response::Cancel { running: true }) => {
                 self.counters.cancels += 1;
+                self.evidence.stopped(action, *fence);
             }
             _ => {}
         }

@@ -41,6 +41,7 @@ impl Checker {
             None => {}
         }
         if settled.released {
+            self.check_outcome(a, params.outcome);
             self.reservations.settled(fence);
         }
         if settled.released && !self.released.insert(fence) {

@@ -5,6 +5,12 @@
 //! identity (its instance is the provider account), at the moment the side
 //! effect starts: it records where an action really ran, whatever the
 //! dispatcher believed.
+//!
+//! Each execution has its own stop signal: a second `execute` of the same
+//! action and fence (a retry after a timeout, a duplicate) runs beside the
+//! first, and a `cancel` stops every running execution of its action and
+//! fence. An execution answers `cancelled` only when a cancel stopped it;
+//! a stop signal dropped unsent stops nothing.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -18,10 +24,63 @@ use tokio::sync::oneshot;
 
 use super::rpc::{call, serve};
 use super::{Ctx, backoff_ms, between, sleep_ms};
+use crate::plant::PlantedBug;
 use crate::trace::Event;
 use crate::wire::{Envelope, Execution, REGISTRY_PORT, REPLICA_PORT, Request, Response};
 
-type Running = RefCell<BTreeMap<(ActionId, FenceToken), oneshot::Sender<()>>>;
+/// The running executions' stop signals, by action and fence, then by
+/// execution (numbered by this incarnation).
+#[derive(Default)]
+struct Running {
+    next: u64,
+    by_fence: BTreeMap<(ActionId, FenceToken), BTreeMap<u64, oneshot::Sender<()>>>,
+}
+
+impl Running {
+    /// Keeps the stop signal of a new execution; returns its number. The
+    /// `shared-stop-signal` plant keeps one signal per action and fence:
+    /// the new one drops the one before it.
+    fn start(
+        &mut self,
+        key: &(ActionId, FenceToken),
+        tx: oneshot::Sender<()>,
+        shared: bool,
+    ) -> u64 {
+        self.next += 1;
+        let signals = self.by_fence.entry(key.clone()).or_default();
+        if shared {
+            signals.clear();
+        }
+        signals.insert(self.next, tx);
+        self.next
+    }
+
+    /// Forgets the signal of an execution that ended (with the plant, the
+    /// signal of whatever execution of its action and fence came last).
+    fn end(&mut self, key: &(ActionId, FenceToken), execution: u64, shared: bool) {
+        if let Some(signals) = self.by_fence.get_mut(key) {
+            if shared {
+                signals.clear();
+            } else {
+                signals.remove(&execution);
+            }
+            if signals.is_empty() {
+                self.by_fence.remove(key);
+            }
+        }
+    }
+
+    /// Stops every running execution of an action and fence; true when
+    /// one was running and received the signal.
+    fn cancel(&mut self, key: &(ActionId, FenceToken)) -> bool {
+        let signals = self.by_fence.remove(key).unwrap_or_default();
+        let mut stopped = false;
+        for tx in signals.into_values() {
+            stopped |= tx.send(()).is_ok();
+        }
+        stopped
+    }
+}
 
 /// How often a replica heartbeats: every `every_ms`, or a draw from
 /// `[every_ms - jitter_ms, every_ms]` when `jitter_ms` is set.
@@ -58,7 +117,7 @@ pub(crate) async fn serve_replica(
 ) -> turmoil::Result {
     let (_, rng) = ctx.start(&me);
     let rng = Rc::new(RefCell::new(rng));
-    let running: Rc<Running> = Rc::new(RefCell::new(BTreeMap::new()));
+    let running: Rc<RefCell<Running>> = Rc::new(RefCell::new(Running::default()));
     let heartbeats = tokio::task::spawn_local(lifecycle(
         ctx.clone(),
         spec.clone(),
@@ -115,7 +174,7 @@ async fn handle(
     spec: &ReplicaSpec,
     unknown_ratio: f64,
     rng: &RefCell<SmallRng>,
-    running: &Running,
+    running: &RefCell<Running>,
     rpc: u64,
     request: &Request,
 ) -> Response {
@@ -140,13 +199,25 @@ async fn handle(
                 account: spec.instance.clone(),
                 fence: key.1,
             });
+            let shared = ctx.plant == Some(PlantedBug::SharedStopSignal);
             let (tx, rx) = oneshot::channel();
-            running.borrow_mut().insert(key.clone(), tx);
+            let execution = running.borrow_mut().start(&key, tx, shared);
             let exec_ms = between(&mut rng.borrow_mut(), ctx.scenario.workload.exec_ms);
-            let cancelled = tokio::time::timeout(Duration::from_millis(exec_ms), rx)
-                .await
-                .is_ok();
-            running.borrow_mut().remove(&key);
+            let until = tokio::time::Instant::now() + Duration::from_millis(exec_ms);
+            let cancelled = match tokio::time::timeout_at(until, rx).await {
+                // A cancel stopped it.
+                Ok(Ok(())) => true,
+                // The signal was dropped unsent: nothing stopped the
+                // work, which runs its course. The plant takes the drop
+                // for a cancel.
+                Ok(Err(_)) if shared => true,
+                Ok(Err(_)) => {
+                    tokio::time::sleep_until(until).await;
+                    false
+                }
+                Err(_) => false,
+            };
+            running.borrow_mut().end(&key, execution, shared);
             let execution = if cancelled {
                 Execution::Cancelled
             } else if unknown_ratio > 0.0 && rng.borrow_mut().random_bool(unknown_ratio) {
@@ -157,8 +228,7 @@ async fn handle(
             Response::Execute { execution }
         }
         Request::Cancel { action, fence } => {
-            let tx = running.borrow_mut().remove(&(action.clone(), *fence));
-            let running = tx.map(|tx| tx.send(()).is_ok()).unwrap_or(false);
+            let running = running.borrow_mut().cancel(&(action.clone(), *fence));
             Response::Cancel { running }
         }
         _ => Response::Refused {
