@@ -110,7 +110,7 @@ pub(crate) struct Ctx {
     pub(crate) lose: RefCell<LoseAnswers>,
     /// Fleet-grain faults.
     pub(crate) fleet: RefCell<FleetFaults>,
-    /// A bug planted in the hosts (registry or dispatcher), if any.
+    /// A bug planted in the hosts (a registry, a dispatcher or a replica), if any.
     pub(crate) plant: Option<PlantedBug>,
 }
 
