@@ -8,24 +8,14 @@
 //! (SETTLE-4) or with a stale assignment (SETTLE-2). Every action ends,
 //! settled or failed with a typed error, or the liveness check fails.
 //!
-//! A burst's copies are the action's calls too: the action does not end
-//! while one is outstanding. A copy answered with a route the action did
-//! not take (one answered after another copy was refused, or after the
-//! action gave up) holds a reservation nothing was dispatched on; the
-//! action settles it as cancelled before it ends (ROUTE-8, SETTLE-1).
-//! Copies answered with the same fence are one route, settled once.
-//!
 //! A journal that survives crashes records each open action (and whether
 //! it may have been dispatched) before the calls it covers are sent; a
 //! restarted dispatcher reconciles what its crash left open before it
 //! starts anything new (PIN-5, PIN-6).
 
-use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use connreg::{
-    ActionId, FenceToken, Outcome, RouteAssignment, RouteRequest, SettleParams, Settled,
-};
+use connreg::{ActionId, Outcome, RouteAssignment, RouteRequest, SettleParams, Settled};
 use rand::Rng;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -182,8 +172,6 @@ async fn reconcile_journal(ctx: &Rc<Ctx>, me: &str, inc: u64, rng: &mut SmallRng
             me: me.to_string(),
             rng: SmallRng::seed_from_u64(rng.random()),
             registry: (n as usize + inc as usize) % ctx.registry_hosts.len(),
-            copies: Vec::new(),
-            taken: BTreeSet::new(),
         };
         let result = a.reconcile(&entry).await;
         ctx.emit(Event::Reconciled {
@@ -238,20 +226,8 @@ async fn run_action(ctx: &Rc<Ctx>, me: &str, plan: Plan) {
         me: me.to_string(),
         rng: SmallRng::seed_from_u64(plan.seed),
         registry: (plan.n as usize) % ctx.registry_hosts.len(),
-        copies: Vec::new(),
-        taken: BTreeSet::new(),
     };
-    let ended = a.body(&plan).await;
-    if ended.is_ok() {
-        // The action's own route is settled: whatever it still holds came
-        // from a late copy and was never dispatched.
-        journal(ctx, me, plan.n, |j| {
-            j.dispatched = false;
-            j.outcome = None;
-        });
-    }
-    a.settle_late_copies(&plan.request).await;
-    let result = match ended {
+    let result = match a.body(&plan).await {
         Ok(outcome) => outcome.as_str().to_string(),
         Err(kind) => format!("failed:{kind}"),
     };
@@ -271,12 +247,6 @@ struct Action {
     me: String,
     rng: SmallRng,
     registry: usize,
-    /// The copies of a resolve burst, each answered or given up by its
-    /// own timeout; the action ends only once all have.
-    copies: Vec<tokio::task::JoinHandle<Result<Response, CallError>>>,
-    /// The fences of the routes the action's own resolves took: a copy
-    /// answered with one of them is the same route, not a late one.
-    taken: BTreeSet<FenceToken>,
 }
 
 impl Action {
@@ -343,17 +313,16 @@ impl Action {
         loop {
             for _ in 0..duplicates {
                 // A duplicate storm: the same resolve, at the same time, to
-                // the same registry host. Its answer is looked at when the
-                // action ends (`settle_late_copies`).
+                // the same registry host. Its answer is only traced.
                 let ctx = self.ctx.clone();
                 let me = self.me.clone();
                 let to = self.registry_host().to_string();
                 let req = Request::Resolve {
                     request: request.clone(),
                 };
-                self.copies.push(tokio::task::spawn_local(async move {
-                    call(&ctx, &me, &to, REGISTRY_PORT, req, w.rpc_timeout_ms).await
-                }));
+                tokio::task::spawn_local(async move {
+                    let _ = call(&ctx, &me, &to, REGISTRY_PORT, req, w.rpc_timeout_ms).await;
+                });
             }
             duplicates = 0;
             let answer = self
@@ -373,10 +342,7 @@ impl Action {
                 return Err("unavailable".into());
             }
             match answer {
-                Ok(Response::Resolve { result: Ok(r) }) => {
-                    self.taken.insert(r.assignment.reservation.fence);
-                    return Ok(r.assignment);
-                }
+                Ok(Response::Resolve { result: Ok(r) }) => return Ok(r.assignment),
                 Ok(Response::Resolve { result: Err(e) }) => match e.kind.as_str() {
                     "no_capacity" if capacity < w.capacity_retries => {
                         capacity += 1;
@@ -398,69 +364,6 @@ impl Action {
                     self.backoff(transient).await;
                 }
                 Err(_) => return Err("unavailable".into()),
-            }
-        }
-    }
-
-    /// Waits for every copy of the action's resolve bursts, and settles
-    /// as cancelled each route a copy was answered that the action did not
-    /// take: created, found or reserved again after another copy was
-    /// refused or the action gave up, it was never dispatched. Copies
-    /// answered with one fence are one route, settled once. A copy left
-    /// unanswered may have committed all the same (its answer lost): the
-    /// action's route is read back, and a reservation the action did not
-    /// take is settled as cancelled too (PIN-5).
-    async fn settle_late_copies(&mut self, request: &RouteRequest) {
-        let mut unanswered = false;
-        for copy in std::mem::take(&mut self.copies) {
-            let assignment = match copy.await {
-                Ok(Ok(Response::Resolve { result: Ok(r) })) => r.assignment,
-                Ok(Ok(_)) => continue,
-                Ok(Err(_)) | Err(_) => {
-                    unanswered = true;
-                    continue;
-                }
-            };
-            self.settle_untaken(assignment).await;
-        }
-        if unanswered && let Some(assignment) = self.held_route(request).await {
-            self.settle_untaken(assignment).await;
-        }
-    }
-
-    /// Settles `assignment` as cancelled unless the action took its fence
-    /// or settled it already.
-    async fn settle_untaken(&mut self, assignment: RouteAssignment) {
-        if !self.taken.insert(assignment.reservation.fence) {
-            return;
-        }
-        // `settle` retries what fails in transport; a typed refusal
-        // (FenceLost: the reservation was settled already) leaves nothing
-        // to do.
-        let _ = self.settle(&assignment, Outcome::Cancelled).await;
-    }
-
-    /// The assignment of the action's route, if it holds a reservation.
-    async fn held_route(&mut self, request: &RouteRequest) -> Option<RouteAssignment> {
-        let tenant = request.tenant.clone()?;
-        let get = Request::RouteGet {
-            tenant,
-            action: request.action.clone(),
-        };
-        let mut attempt = 0u32;
-        loop {
-            match self.registry_call(get.clone()).await {
-                Ok(Response::RouteGet { result: Ok(route) }) => {
-                    return route.filter(|r| r.reserved).map(|r| r.assignment);
-                }
-                Ok(Response::RouteGet { result: Err(e) }) if e.kind != "unavailable" => {
-                    return None;
-                }
-                Ok(Response::RouteGet { .. }) | Err(_) if attempt < RETRIES_MAX => {
-                    attempt += 1;
-                    self.backoff(attempt).await;
-                }
-                _ => return None,
             }
         }
     }
