@@ -79,8 +79,6 @@ on_postgres! {
     full_binding_lock_order_on_postgres => "0020_full_binding_lock_order.toml",
     // spec: PIN-5, PIN-6, PIN-7
     dispatcher_crash_reconciliation_on_postgres => "0021_dispatcher_crash_reconciliation.toml",
-    // spec: ROUTE-8, SETTLE-1
-    late_created_after_refusal_on_postgres => "0026_late_created_after_refusal.toml",
 }
 
 #[test]
