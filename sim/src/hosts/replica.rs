@@ -203,7 +203,7 @@ async fn handle(
             let (tx, rx) = oneshot::channel();
             let execution = running.borrow_mut().start(&key, tx, shared);
             let exec_ms = between(&mut rng.borrow_mut(), ctx.scenario.workload.exec_ms);
-            let until = tokio::time::Instant::now() + Duration::from_millis(exec_ms);
+            let until = tokio::time::Instant::now() + Duration::from_millis(exec_ms); // determinism-ok: turmoil's simulated clock
             let cancelled = match tokio::time::timeout_at(until, rx).await {
                 // A cancel stopped it.
                 Ok(Ok(())) => true,
