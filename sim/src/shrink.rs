@@ -167,6 +167,97 @@ pub fn to_toml(s: &Scenario) -> Result<String, String> {
     toml::to_string(s).map_err(|e| format!("serializing: {e}"))
 }
 
+/// Where a key sits in a scenario file: table keys and array indices.
+#[derive(Debug, Clone)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Every key of `table` with its path, each table before the keys in it,
+/// in file order. The entries of an array of tables are not keys (taking
+/// one out changes the scenario); their keys are.
+fn key_paths(table: &toml::Table, prefix: &[Step], out: &mut Vec<Vec<Step>>) {
+    for (key, value) in table {
+        let mut path = prefix.to_vec();
+        path.push(Step::Key(key.clone()));
+        out.push(path.clone());
+        match value {
+            toml::Value::Table(t) => key_paths(t, &path, out),
+            toml::Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let toml::Value::Table(t) = item {
+                        let mut at = path.clone();
+                        at.push(Step::Index(i));
+                        key_paths(t, &at, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Takes the key at `path` out of `table`; false when it is not there.
+fn remove_key(table: &mut toml::Table, path: &[Step]) -> bool {
+    let Some((Step::Key(last), parents)) = path.split_last() else {
+        return false;
+    };
+    let mut here = table;
+    let mut steps = parents.iter().peekable();
+    while let Some(step) = steps.next() {
+        let Step::Key(key) = step else {
+            return false;
+        };
+        let value = match here.get_mut(key) {
+            Some(v) => v,
+            None => return false,
+        };
+        here = match (value, steps.peek()) {
+            (toml::Value::Table(t), _) => t,
+            (toml::Value::Array(items), Some(Step::Index(i))) => {
+                let i = *i;
+                steps.next();
+                match items.get_mut(i) {
+                    Some(toml::Value::Table(t)) => t,
+                    _ => return false,
+                }
+            }
+            _ => return false,
+        };
+    }
+    here.remove(last).is_some()
+}
+
+/// Serializes a scenario as a scenario file that states only what differs
+/// from the defaults: each key whose removal reads back as the same
+/// scenario is left out, whole tables first. The file reads back to
+/// exactly the scenario [`to_toml`] writes.
+pub fn to_minimal_toml(s: &Scenario) -> Result<String, String> {
+    let full = to_toml(s)?;
+    let mut doc: toml::Table =
+        toml::from_str(&full).map_err(|e| format!("reading back the scenario: {e}"))?;
+    let mut paths = Vec::new();
+    key_paths(&doc, &[], &mut paths);
+    for path in paths {
+        let mut candidate = doc.clone();
+        if !remove_key(&mut candidate, &path) {
+            continue;
+        }
+        let Ok(text) = toml::to_string(&candidate) else {
+            continue;
+        };
+        let same = Scenario::parse("minimal candidate", &text)
+            .ok()
+            .and_then(|back| to_toml(&back).ok())
+            .is_some_and(|back| back == full);
+        if same {
+            doc = candidate;
+        }
+    }
+    toml::to_string(&doc).map_err(|e| format!("serializing: {e}"))
+}
+
 /// The `[chaos]` faults drawn at `seed` as scheduled faults, in the order
 /// they start. `None` when chaos draws something no scheduled fault says
 /// (database faults).
@@ -787,6 +878,8 @@ pub fn shrink(
         current = parsed;
         text = t;
     }
+    // The file states only what differs from the defaults.
+    let text = to_minimal_toml(&current).unwrap_or(text);
     Ok(Shrunk {
         after: Size::of(&current),
         scenario: current,
@@ -826,6 +919,33 @@ mod tests {
                 path.display()
             );
             assert_eq!(Size::of(&back), Size::of(&s));
+        }
+    }
+
+    #[test]
+    fn the_minimal_file_reads_back_as_the_same_scenario_and_states_less() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        for name in [
+            "0001_steady_state.toml",
+            "0002_duplicate_resolve_storm.toml",
+            "0011_partition_with_lease_churn.toml",
+            "0024_many_tenants.toml",
+        ] {
+            let path = dir.join(name);
+            let s = Scenario::load(&path).unwrap();
+            let minimal = to_minimal_toml(&s).unwrap();
+            let back = Scenario::parse("minimal", &minimal)
+                .unwrap_or_else(|e| panic!("{name}: {e}\n{minimal}"));
+            assert_eq!(to_toml(&back).unwrap(), to_toml(&s).unwrap(), "{name}");
+            let full = to_toml(&s).unwrap();
+            assert!(
+                minimal.lines().count() < full.lines().count(),
+                "{name}: {} lines, the full file {}",
+                minimal.lines().count(),
+                full.lines().count()
+            );
+            // Defaults are not stated.
+            assert!(!minimal.contains("stale_settle_ratio = 0.0"), "{name}");
         }
     }
 
