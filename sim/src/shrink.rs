@@ -3,9 +3,13 @@
 //!
 //! The search is greedy delta debugging over each dimension of a scenario,
 //! in a fixed order: the expectations, scheduled faults, operator
-//! operations, readers, dispatchers, actions, concurrency, replicas,
-//! registry hosts, the workload phase's length, fleet records and the
-//! workload's random knobs. A candidate is kept when it parses as a
+//! operations, readers, dispatchers, actions per dispatcher, which actions
+//! run (`workload.only_actions`: the others are drawn but not run, so the
+//! kept ones keep their plans), replicas, registry hosts, each fault's
+//! window (a later start, an earlier end, the whole window earlier), the
+//! workload phase's length, fleet records, concurrency and the workload's
+//! random knobs. The file written states only what differs from the
+//! defaults. A candidate is kept when it parses as a
 //! scenario file and one of its runs breaks the target invariant (the
 //! first one the original run broke); the seeds tried per candidate are
 //! the one the current scenario last failed at, the given seed and the
@@ -67,7 +71,8 @@ pub struct Size {
     /// Hosts in the world: registry hosts, replicas, dispatchers, readers,
     /// the administrator and the maintainer.
     pub hosts: u64,
-    /// Actions the dispatchers start (dispatchers times actions each).
+    /// Actions the dispatchers run (dispatchers times actions each, or
+    /// the `workload.only_actions` listed).
     pub actions: u64,
     /// Scheduled faults plus the faults chaos draws (a loss-of-answers
     /// ratio counts as one).
@@ -100,7 +105,7 @@ impl Size {
         ) + u64::from(c.lose_answer_ratio > 0.0);
         Size {
             hosts: s.host_names().len() as u64,
-            actions: u64::from(s.workload.dispatchers) * u64::from(s.workload.actions),
+            actions: s.workload.actions_run(),
             faults: s.faults.len() as u64 + chaos,
             operations: s.workload.operations.len() as u64,
             records: (f.types.len()
@@ -597,6 +602,72 @@ fn knobs(s: &Scenario) -> Candidates {
     out
 }
 
+/// Candidates that keep fewer of the actions (`workload.only_actions`):
+/// halves, quarters, ... single actions out; never none.
+fn only_actions(s: &Scenario) -> Candidates {
+    let w = &s.workload;
+    let all: Vec<String> = if w.only_actions.is_empty() {
+        (0..w.dispatchers)
+            .flat_map(|i| (1..=w.actions).map(move |n| format!("dispatcher-{i}:{n}")))
+            .collect()
+    } else {
+        w.only_actions.clone()
+    };
+    if all.len() <= 1 {
+        return Vec::new();
+    }
+    let mut base = s.clone();
+    base.workload.only_actions = all;
+    chunks(
+        "action",
+        &base,
+        |s| &s.workload.only_actions,
+        |s, v| s.workload.only_actions = v,
+    )
+    .into_iter()
+    .filter(|(_, c)| !c.workload.only_actions.is_empty())
+    .collect()
+}
+
+/// Candidates that narrow each scheduled fault: a later start, an earlier
+/// end (or restart), and the whole window earlier.
+fn windows(s: &Scenario) -> Candidates {
+    let mut out = Vec::new();
+    for (i, f) in s.faults.iter().enumerate() {
+        let f = f.get_ref();
+        let end = f.until_ms.or(f.restart_ms);
+        let mut push = |label: String, change: &dyn Fn(&mut FaultSpec)| {
+            let mut c = s.clone();
+            change(c.faults[i].get_mut());
+            out.push((format!("fault {} {label}", i + 1), c));
+        };
+        if let Some(end) = end
+            && end > f.at_ms + 1
+        {
+            let mid = f.at_ms + (end - f.at_ms) / 2;
+            push(format!("ends at {mid} ms, not {end}"), &|f| {
+                if f.until_ms.is_some() {
+                    f.until_ms = Some(mid);
+                } else {
+                    f.restart_ms = Some(mid);
+                }
+            });
+            push(format!("starts at {mid} ms, not {}", f.at_ms), &|f| {
+                f.at_ms = mid;
+            });
+        }
+        if f.at_ms > 1 {
+            let shift = f.at_ms / 2;
+            push(format!("starts {shift} ms earlier"), &|f| {
+                f.at_ms -= shift;
+                f.until_ms = f.until_ms.map(|u| u - shift);
+                f.restart_ms = f.restart_ms.map(|r| r - shift);
+            });
+        }
+    }
+    out
+}
+
 /// Every candidate of one pass, from the current scenario.
 fn pass(name: &str, s: &Scenario, target: &str) -> Candidates {
     match name {
@@ -635,6 +706,8 @@ fn pass(name: &str, s: &Scenario, target: &str) -> Candidates {
             out
         }
         "faults" => chunks("fault", s, |s| &s.faults, |s, v| s.faults = v),
+        "windows" => windows(s),
+        "only" => only_actions(s),
         "operations" => chunks(
             "operation",
             s,
@@ -744,8 +817,10 @@ const PASSES: &[&str] = &[
     "readers",
     "dispatchers",
     "actions",
+    "only",
     "replicas",
     "registry",
+    "windows",
     "duration",
     "records",
     "concurrency",

@@ -158,3 +158,123 @@ fn a_seed_that_passes_has_nothing_to_shrink() {
     ]);
     assert_eq!(budget.status.code(), Some(2));
 }
+
+/// Shrinks `plant` at seed 1 of its home scenario.
+fn shrink_plant(plant: PlantedBug) -> (Scenario, connreg_sim::shrink::Shrunk) {
+    let path = workspace(&format!("scenarios/{}", plant.scenario()));
+    let scenario = Scenario::load(&path).unwrap();
+    let shrunk = shrink(
+        &scenario,
+        &ShrinkOptions {
+            seed: 1,
+            plant: Some(plant),
+            swarm: false,
+            budget_runs: 400,
+        },
+        |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", plant.name()));
+    (scenario, shrunk)
+}
+
+#[test]
+fn every_plant_of_a_small_scenario_shrinks_to_a_few_actions_and_a_shorter_file() {
+    // spec: SIM-5
+    // The bound: at most 10% of the actions, or at most 3. The fleet-sized
+    // homes (0022, 0025) take minutes a shrink; their figures are in
+    // docs/TESTING.md.
+    for plant in PlantedBug::all() {
+        let home = plant.scenario();
+        if home.starts_with("0022") || home.starts_with("0025") {
+            continue;
+        }
+        let (scenario, shrunk) = shrink_plant(plant);
+        let (before, after) = (Size::of(&scenario), shrunk.after);
+        assert!(
+            after.actions <= 3 || after.actions * 10 <= before.actions,
+            "{}: {before} -> {after}",
+            plant.name()
+        );
+        let original = std::fs::read_to_string(workspace(&format!("scenarios/{home}"))).unwrap();
+        assert!(
+            shrunk.text.lines().count() < original.lines().count(),
+            "{}: the shrunk file has {} lines, the original {}",
+            plant.name(),
+            shrunk.text.lines().count(),
+            original.lines().count()
+        );
+    }
+}
+
+#[test]
+fn an_action_kept_alone_keeps_its_plan() {
+    // spec: SIM-1
+    // `workload.only_actions` draws every action and runs the listed ones:
+    // the kept action makes the same request as in the full run (its start
+    // may come earlier: no other action holds a concurrency slot).
+    let path = workspace("scenarios/0001_steady_state.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let full = Scenario::parse("full.toml", &text).unwrap();
+    let only = text.replacen(
+        "[workload]\n",
+        "[workload]\nonly_actions = [\"dispatcher-1:3\"]\n",
+        1,
+    );
+    let only = Scenario::parse("only.toml", &only).unwrap();
+    let opts = RunOptions {
+        seed: 3,
+        trace: connreg_sim::run::TraceTarget::Memory,
+        ..RunOptions::default()
+    };
+    let starts = |s: &Scenario| -> Vec<String> {
+        let trace = run(s, &opts).unwrap().trace.unwrap();
+        String::from_utf8(trace)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("\"action_start\""))
+            .map(|l| {
+                l.split_once(",\"ev\"")
+                    .map_or(l, |(_, rest)| rest)
+                    .to_string()
+            })
+            .collect()
+    };
+    let (all, kept) = (starts(&full), starts(&only));
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(all.contains(&kept[0]), "{} not in {all:#?}", kept[0]);
+    assert!(
+        kept[0].contains("\"dispatcher\":\"dispatcher-1\""),
+        "{}",
+        kept[0]
+    );
+}
+
+#[test]
+fn only_actions_entries_are_checked() {
+    // spec: SIM-2
+    let text = std::fs::read_to_string(workspace("scenarios/0001_steady_state.toml")).unwrap();
+    for (entry, says) in [
+        ("d1:1", "is not of the form"),
+        ("dispatcher-99:1", "names a dispatcher past"),
+        ("dispatcher-0:0", "each dispatcher starts actions 1 to"),
+        ("dispatcher-0:9999", "each dispatcher starts actions 1 to"),
+    ] {
+        let bad = text.replacen(
+            "[workload]\n",
+            &format!("[workload]\nonly_actions = [\"{entry}\"]\n"),
+            1,
+        );
+        let e = Scenario::parse("bad.toml", &bad).unwrap_err().to_string();
+        assert!(e.contains(says), "{entry}: {e}");
+        assert!(e.contains("only_actions"), "{entry}: {e}");
+    }
+    let twice = text.replacen(
+        "[workload]\n",
+        "[workload]\nonly_actions = [\"dispatcher-0:1\", \"dispatcher-0:1\"]\n",
+        1,
+    );
+    let e = Scenario::parse("twice.toml", &twice)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("listed twice"), "{e}");
+}

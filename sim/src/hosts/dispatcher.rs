@@ -89,6 +89,11 @@ pub(crate) async fn run(ctx: Rc<Ctx>, index: u32) -> turmoil::Result {
         let permit = permits.clone().acquire_owned().await?;
         sleep_ms(between(&mut rng, w.start_gap_ms)).await;
         let plan = draw(&ctx, &me, inc, u64::from(started), &mut rng);
+        if !w.runs(index, started) {
+            // Drawn and waited for, so the actions that run keep their
+            // plans (`workload.only_actions`).
+            continue;
+        }
         let ctx = ctx.clone();
         let me = me.clone();
         tasks.push(tokio::task::spawn_local(async move {

@@ -474,6 +474,12 @@ pub struct Workload {
     /// definition); 0 for none.
     #[serde(default)]
     pub touch_every_ms: u64,
+    /// The actions that run, as `"dispatcher-<i>:<n>"` (the `n`th action
+    /// dispatcher `i` starts, from 1); empty for all. The others are still
+    /// drawn and their start gaps still waited, so the listed ones keep
+    /// their plans: a shrink uses it to keep one action of many.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only_actions: Vec<String>,
     /// `[[workload.mix]]`: what the dispatchers ask for.
     pub mix: Vec<Spanned<MixEntry>>,
     /// `[[workload.readers]]`: catalog readers.
@@ -482,6 +488,33 @@ pub struct Workload {
     /// `[[workload.operations]]`: operator actions at fixed times.
     #[serde(default)]
     pub operations: Vec<Spanned<Operation>>,
+}
+
+/// An `only_actions` entry: the dispatcher's index and the action's
+/// number, or `None` when it is not of the form `dispatcher-<i>:<n>`.
+pub(super) fn only_action(entry: &str) -> Option<(u32, u32)> {
+    let (host, n) = entry.strip_prefix("dispatcher-")?.split_once(':')?;
+    Some((host.parse().ok()?, n.parse().ok()?))
+}
+
+impl Workload {
+    /// Whether action `n` (from 1) of dispatcher `index` runs.
+    pub fn runs(&self, index: u32, n: u32) -> bool {
+        self.only_actions.is_empty()
+            || self
+                .only_actions
+                .iter()
+                .any(|e| only_action(e) == Some((index, n)))
+    }
+
+    /// How many actions run.
+    pub fn actions_run(&self) -> u64 {
+        if self.only_actions.is_empty() {
+            u64::from(self.dispatchers) * u64::from(self.actions)
+        } else {
+            self.only_actions.len() as u64
+        }
+    }
 }
 
 fn one() -> u32 {

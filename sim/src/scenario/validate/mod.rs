@@ -414,6 +414,32 @@ impl Validator<'_> {
             1,
             ACTIONS_PER_DISPATCHER_MAX.into(),
         )?;
+        let mut listed = std::collections::BTreeSet::new();
+        for entry in &w.only_actions {
+            let what = "workload.only_actions";
+            let Some((index, n)) = super::schema::only_action(entry) else {
+                return fail(
+                    At::Named.or_named(what),
+                    format!("{what}: {entry:?} is not of the form \"dispatcher-<i>:<n>\""),
+                );
+            };
+            ensure(index < w.dispatchers, At::Named.or_named(what), || {
+                format!(
+                    "{what}: {entry:?} names a dispatcher past the {} the workload has (dispatcher-0 to dispatcher-{})",
+                    w.dispatchers,
+                    w.dispatchers.saturating_sub(1)
+                )
+            })?;
+            ensure(n >= 1 && n <= w.actions, At::Named.or_named(what), || {
+                format!(
+                    "{what}: {entry:?} names action {n}; each dispatcher starts actions 1 to {}",
+                    w.actions
+                )
+            })?;
+            ensure(listed.insert((index, n)), At::Named.or_named(what), || {
+                format!("{what}: {entry:?} is listed twice")
+            })?;
+        }
         bounded(
             At::Named,
             "workload.concurrency",
