@@ -324,3 +324,79 @@ fn replay_reproduces_a_trace_and_warns_when_the_scenario_file_changed() {
     assert_eq!(lost.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_story_includes_other_hosts_answers_that_changed_the_actions_fate() {
+    // spec: SIM-5
+    // A publication answered while the followed action runs is part of its
+    // story (marked `~~`); one answered while no followed action runs is
+    // not.
+    let dir = scratch("causes");
+    let trace = dir.join("binding.trace.jsonl");
+    let out = sim_in(
+        &root(),
+        &[
+            "run",
+            "--scenario",
+            "scenarios/0008_binding_disabled_mid_run.toml",
+            "--seed",
+            "1",
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let records = lines(&trace);
+    let publish_calls: Vec<u64> = records
+        .iter()
+        .filter(|r| r["ev"] == "rpc" && r["req"]["op"] == "publish")
+        .map(|r| r["id"].as_u64().unwrap())
+        .collect();
+    let published: Vec<u64> = records
+        .iter()
+        .filter(|r| {
+            r["ev"] == "reply"
+                && publish_calls.contains(&r["id"].as_u64().unwrap())
+                && r["resp"]["result"].get("Ok").is_some()
+        })
+        .map(|r| r["t"].as_u64().unwrap())
+        .collect();
+    let at = *published.first().expect("0008 publishes");
+    // An action that started before the publication and ended after it,
+    // and one that ended before it.
+    let span = |ev: &str, a: &str| {
+        records
+            .iter()
+            .find(|r| r["ev"] == ev && r["action"] == a)
+            .and_then(|r| r["t"].as_u64())
+    };
+    let actions: Vec<String> = records
+        .iter()
+        .filter(|r| r["ev"] == "action_start")
+        .map(|r| r["action"].as_str().unwrap().to_string())
+        .collect();
+    let across = actions
+        .iter()
+        .find(|a| span("action_start", a) < Some(at) && span("action_end", a) > Some(at))
+        .expect("an action runs across the publication");
+    let before = actions
+        .iter()
+        .find(|a| span("action_end", a).is_some_and(|end| end < at))
+        .expect("an action ends before the publication");
+    let story = text(&sim_in(
+        &root(),
+        &["explain", trace.to_str().unwrap(), "--action", across],
+    ));
+    assert!(
+        story
+            .lines()
+            .any(|l| l.starts_with("~~") && l.contains("to publish")),
+        "{story}"
+    );
+    let story = text(&sim_in(
+        &root(),
+        &["explain", trace.to_str().unwrap(), "--action", before],
+    ));
+    assert!(!story.contains("to publish"), "{story}");
+    std::fs::remove_dir_all(&dir).ok();
+}

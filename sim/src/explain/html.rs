@@ -354,7 +354,7 @@ const SCRIPT: &str = r##"
     vlist.appendChild(li);
   });
 
-  var LEFT = 10, LANE = 34, TOP = 30, LABELS = 150;
+  var LEFT = 10, LANE = 34, TOP = 44, LABELS = 150;
   function draw() {
     var af = actionFilter();
     var scale = zoomSel.value === "auto" ? autoScale : Number(zoomSel.value);
@@ -452,15 +452,30 @@ const SCRIPT: &str = r##"
     });
     // Violations: a red rule at their time; with an action filter, only
     // the violations of the filtered actions.
-    var drawnV = 0;
+    // Violations at one instant share one rule and one label that counts
+    // them and names their invariants; labels closer than LABEL_GAP
+    // pixels to the previous one take the next of three rows.
+    var LABEL_GAP = 150;
+    var atTime = [];
     data.violations.forEach(function (v) {
       var mine = !af || (v.actions || []).some(function (a) { return af[a] === true; });
       if (!mine) { return; }
-      var x = X(v.at_ms);
-      svg.appendChild(sv("line", { x1: x, x2: x, y1: TOP - 8, y2: height, "class": "vline" }, v.invariant + ": " + v.detail));
-      svg.appendChild(svText({ x: x + 3, y: 22 - (drawnV % 2) * 9, "class": "vlabel", "data-rendered": "violation-marker" },
-        "\u26a0 " + v.invariant, "line " + v.line + ": " + v.detail));
-      drawnV += 1;
+      var last = atTime[atTime.length - 1];
+      if (last && last.t === v.at_ms) { last.vs.push(v); } else { atTime.push({ t: v.at_ms, vs: [v] }); }
+    });
+    var row = 0, lastX = -Infinity;
+    atTime.forEach(function (g) {
+      var x = X(g.t);
+      var details = g.vs.map(function (v) { return "line " + v.line + ": " + v.invariant + ": " + v.detail; }).join("\n");
+      svg.appendChild(sv("line", { x1: x, x2: x, y1: TOP - 8, y2: height, "class": "vline" }, details));
+      var names = [];
+      g.vs.forEach(function (v) { if (names.indexOf(v.invariant) < 0) { names.push(v.invariant); } });
+      var label = g.vs.length === 1 ? "\u26a0 " + names[0]
+        : "\u26a0 " + g.vs.length + " at " + g.t + " ms: " + names.slice(0, 2).join(", ") + (names.length > 2 ? ", \u2026" : "");
+      row = x - lastX < LABEL_GAP ? (row + 1) % 3 : 0;
+      lastX = x;
+      svg.appendChild(svText({ x: x + 3, y: 36 - row * 11, "class": "vlabel", "data-rendered": "violation-marker" },
+        label, details));
     });
     var labelBox = document.getElementById("labels");
     labelBox.textContent = "";

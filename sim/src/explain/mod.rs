@@ -128,8 +128,12 @@ pub fn focus(story: &Story, asked: &[String]) -> Vec<String> {
 }
 
 /// The happenings of the story about `actions`: theirs, the faults and
-/// the heal, and the violations that name one of them or point at one of
-/// their lines.
+/// the heal, the violations that name one of them or point at one of
+/// their lines, and the causes: other hosts' answers, while the actions
+/// ran, that changed what their fate hangs on (a publication, the
+/// registration, drain or circuit of a replica their routes name,
+/// maintenance taking that replica offline or releasing their
+/// reservation).
 pub fn about<'a>(story: &'a Story, actions: &[String]) -> Vec<&'a Item> {
     let wanted: BTreeSet<&str> = actions.iter().map(String::as_str).collect();
     let lines: BTreeSet<u64> = story
@@ -138,6 +142,7 @@ pub fn about<'a>(story: &'a Story, actions: &[String]) -> Vec<&'a Item> {
         .filter(|i| i.action.as_deref().is_some_and(|a| wanted.contains(a)))
         .map(|i| i.line)
         .collect();
+    let causes = causes(story, &wanted);
     let violation_about = |line: u64| {
         story.violations.iter().any(|f| {
             f.line == line
@@ -155,8 +160,39 @@ pub fn about<'a>(story: &'a Story, actions: &[String]) -> Vec<&'a Item> {
         .filter(|i| match i.kind {
             Kind::Fault | Kind::FaultEnd | Kind::Heal => true,
             Kind::Violation => violation_about(i.line),
-            _ => lines.contains(&i.line),
+            _ => lines.contains(&i.line) || causes.contains(&i.line),
         })
+        .collect()
+}
+
+/// The lines of the answers, not the followed actions' own, that touch
+/// what the followed actions' fates hang on (see [`about`]), from the
+/// first of their happenings to the last.
+pub fn causes(story: &Story, wanted: &BTreeSet<&str>) -> BTreeSet<u64> {
+    let own = |i: &Item| i.action.as_deref().is_some_and(|a| wanted.contains(a));
+    let mut keys: BTreeSet<String> = ["catalog".to_string()].into();
+    keys.extend(wanted.iter().map(|a| format!("action:{a}")));
+    let (mut first, mut last) = (u64::MAX, 0);
+    for i in story.items.iter().filter(|i| own(i)) {
+        first = first.min(i.t);
+        last = last.max(i.t);
+        keys.extend(
+            i.touches
+                .iter()
+                .filter(|t| t.starts_with("replica:"))
+                .cloned(),
+        );
+    }
+    story
+        .items
+        .iter()
+        .filter(|i| {
+            i.kind == Kind::Answer
+                && !own(i)
+                && (first..=last).contains(&i.t)
+                && i.touches.iter().any(|t| keys.contains(t))
+        })
+        .map(|i| i.line)
         .collect()
 }
 
@@ -224,15 +260,19 @@ pub fn write_story(story: &Story, actions: &[String], out: &mut dyn Write) -> st
     writeln!(out, "story of {}:", actions.join(", "))?;
     writeln!(
         out,
-        "  {:>7}  {:>8}  {:<16}  what happened   (!! a violation, <- evidence it points at)",
+        "  {:>7}  {:>8}  {:<16}  what happened   (!! a violation, <- evidence it points at, ~~ another host's answer it hangs on)",
         "line", "time", "host"
     )?;
     let items = about(story, actions);
+    let wanted: BTreeSet<&str> = actions.iter().map(String::as_str).collect();
+    let causes = causes(story, &wanted);
     for i in &items {
         let mark = if i.kind == Kind::Violation {
             "!!"
         } else if pointed.contains(&i.line) {
             "<-"
+        } else if causes.contains(&i.line) {
+            "~~"
         } else {
             "  "
         };

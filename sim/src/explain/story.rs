@@ -65,6 +65,43 @@ pub struct Item {
     /// The fault's kind, for faults.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
+    /// What an answer says changed or names, that other actions' fates
+    /// hang on: `catalog` for a publication, `replica:<id>` for a
+    /// registration, drain, circuit close, a replica maintenance took
+    /// offline, or the replica an action's route names, `action:<id>` for
+    /// a reservation maintenance released. Empty for failed answers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub touches: Vec<String>,
+}
+
+/// What a call would change if it succeeds (see [`Item::touches`]).
+fn request_touches(req: &Request) -> Vec<String> {
+    match req {
+        Request::Publish { .. } => vec!["catalog".to_string()],
+        Request::Drain { replica } => vec![format!("replica:{replica}")],
+        Request::Register { params } => vec![format!("replica:{}", params.spec.id)],
+        Request::CircuitClose { params } => vec![format!("replica:{}", params.replica)],
+        _ => Vec::new(),
+    }
+}
+
+/// What a successful answer names (see [`Item::touches`]).
+fn response_touches(resp: &Response) -> Vec<String> {
+    match resp {
+        Response::Resolve { result: Ok(r) } => {
+            vec![format!("replica:{}", r.assignment.destination.replica)]
+        }
+        Response::RouteGet {
+            result: Ok(Some(r)),
+        } => vec![format!("replica:{}", r.assignment.destination.replica)],
+        Response::Maintain { result: Ok(m) } => m
+            .expired
+            .iter()
+            .map(|r| format!("replica:{r}"))
+            .chain(m.releases.iter().map(|r| format!("action:{}", r.action)))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// A violation and the line that records it.
@@ -113,6 +150,7 @@ struct Call {
     to: String,
     op: &'static str,
     action: Option<String>,
+    touches: Vec<String>,
 }
 
 fn short(text: &str, max: usize) -> String {
@@ -294,6 +332,7 @@ pub fn read(reader: impl BufRead) -> Result<Story, ReadError> {
             text,
             lost: false,
             fault: None,
+            touches: Vec::new(),
         };
         match record.event {
             Event::Start(info) => start = Some(*info),
@@ -315,6 +354,7 @@ pub fn read(reader: impl BufRead) -> Result<Story, ReadError> {
                         to,
                         op: req.op(),
                         action,
+                        touches: request_touches(&req),
                     },
                 );
             }
@@ -336,6 +376,10 @@ pub fn read(reader: impl BufRead) -> Result<Story, ReadError> {
                 }
                 let mut it = item(Kind::Answer, &from, vec![to], Some(id), action, text);
                 it.lost = lost;
+                if resp.error_kind().is_none() && !matches!(resp, Response::Refused { .. }) {
+                    it.touches = call.map(|c| c.touches.clone()).unwrap_or_default();
+                    it.touches.extend(response_touches(&resp));
+                }
                 items.push(it);
             }
             Event::Delivered { id } => {
