@@ -36,6 +36,22 @@ impl Default for LocalOptions {
     }
 }
 
+/// Why no local cluster can start without server binaries.
+pub(crate) const NO_BINARIES: &str = "no PostgreSQL server binaries found (CONNREG_PG_BINDIR, \
+     `pg_config --bindir`, /usr/lib/postgresql/*/bin); install them (`apt-get install postgresql`)";
+
+/// Checks `options` before anything starts.
+pub(crate) fn check(options: LocalOptions) -> Result<(), ProvisionError> {
+    if options.connections_max <= 3 {
+        return Err(ProvisionError::InvalidSetting {
+            variable: "LocalOptions::connections_max",
+            value: options.connections_max.to_string(),
+            reason: "must exceed the 3 connections reserved for superusers".to_owned(),
+        });
+    }
+    Ok(())
+}
+
 /// A throwaway PostgreSQL cluster of its own, separate from the process's
 /// shared [`Server`](crate::Server): initdb in a fresh temporary folder,
 /// listening on a free port of `127.0.0.1` with trust authentication (as
@@ -76,18 +92,9 @@ impl LocalCluster {
     pub fn start(options: LocalOptions) -> Result<LocalCluster, ProvisionError> {
         let bindir = bindir::bindir().ok_or_else(|| ProvisionError::SourceUnavailable {
             requested: ServerSource::Local,
-            reason: "no PostgreSQL server binaries found (CONNREG_PG_BINDIR, \
-                     `pg_config --bindir`, /usr/lib/postgresql/*/bin); \
-                     install them (`apt-get install postgresql`)"
-                .to_owned(),
+            reason: NO_BINARIES.to_owned(),
         })?;
-        if options.connections_max <= 3 {
-            return Err(ProvisionError::InvalidSetting {
-                variable: "LocalOptions::connections_max",
-                value: options.connections_max.to_string(),
-                reason: "must exceed the 3 connections reserved for superusers".to_owned(),
-            });
-        }
+        check(options)?;
         let cluster = local::start(
             &bindir,
             Settings {

@@ -102,7 +102,211 @@ pub(crate) fn start(bindir: &Path, settings: Settings) -> Result<Cluster, Provis
     })
 }
 
+/// Creates and starts a streaming standby of `primary`: a base backup of
+/// it into a fresh folder, `standby.signal`, and a `primary_conninfo`
+/// that names the standby `application_name` (what
+/// `synchronous_standby_names` lists). Waits until the primary sees it
+/// streaming.
+pub(crate) fn start_standby(
+    primary: &Cluster,
+    application_name: &str,
+) -> Result<Cluster, ProvisionError> {
+    let started_at = Instant::now();
+    let owner = primary.owner;
+    let dir = make_private_dir(owner)?;
+    let data = dir.join("data");
+    let log_file = dir.join("server.log");
+    let cleanup = supervisor::arm(
+        &supervisor::local_cluster_script(LOCAL_STOP_TIMEOUT_S),
+        &[dir.as_os_str(), data.as_os_str()],
+    )
+    .map_err(|error| {
+        failed(format!(
+            "could not start the cleanup supervisor (sh): {error}"
+        ))
+    })?;
+    let mut backup = as_owner(
+        Command::new(primary.bindir.join("pg_basebackup")),
+        owner,
+        &data,
+    );
+    backup
+        .arg("--pgdata")
+        .arg(&data)
+        .args(["--host", LOCAL_HOST])
+        .arg(format!("--port={}", primary.port))
+        .args(["--username", LOCAL_SUPERUSER])
+        .args(["--wal-method=stream", "--checkpoint=fast", "--no-sync"]);
+    let finished = command::run(&mut backup, Duration::from_secs(LOCAL_INITDB_TIMEOUT_S)).map_err(
+        |error| match error {
+            RunError::TimedOut => ProvisionError::TimedOut {
+                action: "pg_basebackup".to_owned(),
+                timeout_s: LOCAL_INITDB_TIMEOUT_S,
+            },
+            RunError::Spawn(_) => failed(format!("pg_basebackup: {error}")),
+        },
+    )?;
+    if !finished.status.success() {
+        return Err(failed(format!(
+            "pg_basebackup exited with {}: {}",
+            finished.status,
+            finished.output_tail()
+        )));
+    }
+    // The copied configuration names the primary's socket folder; the
+    // standby's own comes after it, and so wins.
+    let settings = format!(
+        "\n# connreg-pgtest: a streaming standby\n\
+         unix_socket_directories = '{socket_dir}'\n\
+         primary_conninfo = 'host={LOCAL_HOST} port={port} user={LOCAL_SUPERUSER} application_name={application_name}'\n\
+         hot_standby = on\n",
+        socket_dir = dir.display().to_string().replace('\'', "''"),
+        port = primary.port,
+    );
+    let append = |file: &Path, text: &str| {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .and_then(|mut opened| opened.write_all(text.as_bytes()))
+            .map_err(|error| failed(format!("could not write {}: {error}", file.display())))
+    };
+    append(&data.join("postgresql.conf"), &settings)?;
+    append(&data.join("standby.signal"), "")?;
+    if let Some(owner) = owner {
+        std::os::unix::fs::chown(
+            data.join("standby.signal"),
+            Some(owner.uid),
+            Some(owner.gid),
+        )
+        .map_err(|error| {
+            failed(format!(
+                "could not give standby.signal to postgres: {error}"
+            ))
+        })?;
+    }
+    let port = start_on_free_port(&primary.bindir, &data, &log_file, owner)?;
+    let standby = Cluster {
+        dir,
+        port,
+        log_file,
+        startup: started_at.elapsed(),
+        bindir: primary.bindir.clone(),
+        data,
+        owner,
+        restarting: Mutex::new(()),
+        _cleanup: cleanup,
+    };
+    let query = format!(
+        "SELECT count(*) FROM pg_stat_replication \
+         WHERE application_name = '{application_name}' AND state = 'streaming'"
+    );
+    let deadline = Instant::now() + Duration::from_secs(LOCAL_START_TIMEOUT_S);
+    loop {
+        if primary.query(&query)?.trim() == "1" {
+            return Ok(standby);
+        }
+        if Instant::now() > deadline {
+            return Err(ProvisionError::TimedOut {
+                action: format!("standby {application_name} streaming from the primary"),
+                timeout_s: LOCAL_START_TIMEOUT_S,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 impl Cluster {
+    /// Runs one SQL statement as the superuser with `psql` and returns its
+    /// unaligned output.
+    pub(crate) fn query(&self, sql: &str) -> Result<String, ProvisionError> {
+        let mut psql = as_owner(
+            Command::new(self.bindir.join("psql")),
+            self.owner,
+            &self.data,
+        );
+        psql.args(["--no-psqlrc", "--tuples-only", "--no-align", "--quiet"])
+            .args(["--host", LOCAL_HOST])
+            .arg(format!("--port={}", self.port))
+            .args(["--username", LOCAL_SUPERUSER, "--dbname", "postgres"])
+            .arg("--command")
+            .arg(sql);
+        let finished = run_pg_ctl(&mut psql, "psql", LOCAL_STOP_TIMEOUT_S)?;
+        if finished.status.success() {
+            Ok(finished.stdout)
+        } else {
+            Err(failed(format!(
+                "psql {sql:?} exited with {}: {}",
+                finished.status,
+                finished.output_tail()
+            )))
+        }
+    }
+
+    /// Appends settings to the server's configuration and reloads it.
+    pub(crate) fn set_and_reload(&self, settings: &str) -> Result<(), ProvisionError> {
+        let path = self.data.join("postgresql.conf");
+        OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut opened| opened.write_all(settings.as_bytes()))
+            .map_err(|error| failed(format!("could not write {}: {error}", path.display())))?;
+        self.query("SELECT pg_reload_conf()").map(|_| ())
+    }
+
+    /// Stops the server as a crash would, and leaves it stopped.
+    pub(crate) fn stop_immediate(&self) -> Result<(), ProvisionError> {
+        let _restarting = self
+            .restarting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut pg_ctl = as_owner(
+            Command::new(self.bindir.join("pg_ctl")),
+            self.owner,
+            &self.data,
+        );
+        pg_ctl
+            .arg("stop")
+            .arg("--pgdata")
+            .arg(&self.data)
+            .args(["--mode", "immediate", "--wait", "--silent"])
+            .arg(format!("--timeout={LOCAL_STOP_TIMEOUT_S}"));
+        let finished = run_pg_ctl(&mut pg_ctl, "pg_ctl stop", LOCAL_STOP_TIMEOUT_S * 2)?;
+        if finished.status.success() || !self.data.join("postmaster.pid").exists() {
+            return Ok(());
+        }
+        Err(failed(format!(
+            "pg_ctl stop -m immediate exited with {}: {}",
+            finished.status,
+            finished.output_tail()
+        )))
+    }
+
+    /// Promotes a standby to a primary, waiting until it accepts writes.
+    pub(crate) fn promote(&self) -> Result<(), ProvisionError> {
+        let mut pg_ctl = as_owner(
+            Command::new(self.bindir.join("pg_ctl")),
+            self.owner,
+            &self.data,
+        );
+        pg_ctl
+            .arg("promote")
+            .arg("--pgdata")
+            .arg(&self.data)
+            .args(["--wait", "--silent"])
+            .arg(format!("--timeout={LOCAL_START_TIMEOUT_S}"));
+        let finished = run_pg_ctl(&mut pg_ctl, "pg_ctl promote", LOCAL_START_TIMEOUT_S * 2)?;
+        if finished.status.success() {
+            return Ok(());
+        }
+        Err(failed(format!(
+            "pg_ctl promote exited with {}: {}\nserver log: {}",
+            finished.status,
+            finished.output_tail(),
+            command::tail(&read_from(&self.log_file, 0))
+        )))
+    }
+
     /// Stops the server as a crash would (`pg_ctl stop -m immediate`: no
     /// checkpoint, every session ended at once), then starts it again on the
     /// same port and data folder and waits until it accepts connections
@@ -247,9 +451,10 @@ fn configure(data: &Path, dir: &Path, settings: Settings) -> Result<(), Provisio
         connections_max = settings.connections_max,
         fsync = if settings.fsync { "on" } else { "off" },
     );
-    // Only the server's own loopback and socket; initdb's replication lines
-    // are not needed.
-    let hba = "local all all trust\nhost all all 127.0.0.1/32 trust\n";
+    // Only the server's own loopback and socket, and replication over the
+    // loopback for a standby ([`start_standby`]).
+    let hba = "local all all trust\nhost all all 127.0.0.1/32 trust\n\
+               host replication all 127.0.0.1/32 trust\n";
     // Existing files are rewritten in place so they keep initdb's owner.
     let write = |file: &str, text: &str, append: bool| {
         let path = data.join(file);
