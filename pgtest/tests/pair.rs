@@ -167,3 +167,45 @@ async fn an_asynchronous_pair_streams_without_waiting_for_the_standby() {
     }
     assert_eq!(seen, "1");
 }
+
+#[tokio::test]
+async fn a_fault_proxy_moves_to_the_promoted_standby_as_a_virtual_ip_would() {
+    // spec: SIM-4
+    use connreg_pgtest::proxy::FaultProxy;
+    let pair = start(Replication::Synchronous).await;
+    let at = |port: u16| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let proxy = FaultProxy::start(at(pair.primary_port())).await.unwrap();
+    let through = format!("postgres://postgres@{}/postgres", proxy.local_addr());
+    let mut before = PgConnection::connect(&through).await.unwrap();
+    sqlx::raw_sql("CREATE TABLE moved (id int); INSERT INTO moved VALUES (1)")
+        .execute(&mut before)
+        .await
+        .unwrap();
+    let in_recovery =
+        |url: String| async move { scalar(&url, "SELECT pg_is_in_recovery()::text").await };
+    assert_eq!(in_recovery(through.clone()).await, "false");
+    {
+        let pair = Arc::clone(&pair);
+        tokio::task::spawn_blocking(move || pair.fail_over())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    // The stopped primary closed the proxied session already; whatever is
+    // still open is closed by the switch.
+    proxy.switch_upstream(at(pair.primary_port()));
+    assert_eq!(proxy.connections(), 0);
+    assert_eq!(proxy.upstream(), at(pair.standby_port()));
+    assert!(sqlx::query("SELECT 1").execute(&mut before).await.is_err());
+    // The same address now reaches the promoted standby, which takes writes.
+    assert_eq!(in_recovery(through.clone()).await, "false");
+    let mut after = PgConnection::connect(&through).await.unwrap();
+    sqlx::query("INSERT INTO moved VALUES (2)")
+        .execute(&mut after)
+        .await
+        .unwrap();
+    assert_eq!(
+        scalar(&through, "SELECT count(*)::text FROM moved").await,
+        "2"
+    );
+}

@@ -47,7 +47,7 @@ struct Link {
 /// Proxies `client` to the upstream server until either side closes, a
 /// fault closes it, or the task is aborted.
 pub(super) async fn serve(client: TcpStream, control: &Control) {
-    let connect = TcpStream::connect(control.upstream);
+    let connect = TcpStream::connect(control.upstream());
     let server = match timeout(Duration::from_millis(PROXY_CONNECT_TIMEOUT_MS), connect).await {
         Ok(Ok(server)) => server,
         // The server is down or unreachable: the client sees its

@@ -111,7 +111,8 @@ struct Handle {
 /// What the handle and the connection tasks share.
 #[derive(Debug)]
 struct Control {
-    upstream: SocketAddr,
+    /// Where new connections go; [`FaultProxy::switch_upstream`] moves it.
+    upstream: Mutex<SocketAddr>,
     /// Open connections by number, to abort them.
     connections: Mutex<BTreeMap<u64, AbortHandle>>,
     next_connection: AtomicU64,
@@ -123,6 +124,16 @@ struct Control {
     commit_cuts: AtomicU64,
     stalls: AtomicU64,
     refused: AtomicU64,
+}
+
+impl Control {
+    /// Where new connections go now.
+    fn upstream(&self) -> SocketAddr {
+        *self
+            .upstream
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Whether bytes may flow now.
@@ -142,7 +153,7 @@ impl FaultProxy {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let local_addr = listener.local_addr()?;
         let control = Arc::new(Control {
-            upstream,
+            upstream: Mutex::new(upstream),
             connections: Mutex::new(BTreeMap::new()),
             next_connection: AtomicU64::new(0),
             commit_cut_armed: AtomicBool::new(false),
@@ -169,9 +180,24 @@ impl FaultProxy {
         self.handle.local_addr
     }
 
-    /// The server the proxy forwards to.
+    /// The server the proxy forwards new connections to.
     pub fn upstream(&self) -> SocketAddr {
-        self.handle.control.upstream
+        self.handle.control.upstream()
+    }
+
+    /// Points the proxy at another server, as a virtual IP or a pooler
+    /// moves to a promoted standby: connections accepted from now on go to
+    /// `upstream`, and every open one is closed (its client sees the
+    /// connection drop, as when the old primary died). Returns how many
+    /// were closed.
+    pub fn switch_upstream(&self, upstream: SocketAddr) -> usize {
+        *self
+            .handle
+            .control
+            .upstream
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = upstream;
+        self.cut_all()
     }
 
     /// Proxied connections open now.
