@@ -206,6 +206,53 @@ impl ReplicatedPair {
         Ok(began.elapsed())
     }
 
+    /// Cuts the standby off from the primary's WAL, as a network fault
+    /// between them would: its `primary_conninfo` is pointed at a port
+    /// that refuses it and its WAL receiver ends, so commits from now on are
+    /// on the primary only, and a failover loses them. Asynchronous pairs
+    /// only: a synchronous primary would hold every commit waiting for the
+    /// standby.
+    ///
+    /// # Errors
+    ///
+    /// [`ProvisionError::InvalidSetting`] on a synchronous pair or after a
+    /// failover; why the standby could not be cut off.
+    pub fn detach_standby(&self) -> Result<(), ProvisionError> {
+        if self.replication == Replication::Synchronous || self.role() == Role::Promoted {
+            return Err(ProvisionError::InvalidSetting {
+                variable: "ReplicatedPair::detach_standby",
+                value: format!("a {} pair, {:?}", self.replication.as_str(), self.role()),
+                reason: "only an asynchronous pair's standby can be cut off before a failover"
+                    .to_owned(),
+            });
+        }
+        // A primary_conninfo change restarts the WAL receiver (PostgreSQL
+        // 13 and later); port 1 on the loopback refuses it.
+        self.standby.set_and_reload(&format!(
+            "\nprimary_conninfo = 'host={LOCAL_HOST} port=1 user={LOCAL_SUPERUSER} application_name={STANDBY_NAME}'\n"
+        ))?;
+        let deadline = Instant::now() + Duration::from_secs(crate::limits::LOCAL_START_TIMEOUT_S);
+        loop {
+            self.standby.query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE backend_type = 'walreceiver'",
+            )?;
+            let streaming = self.primary.query(&format!(
+                "SELECT count(*) FROM pg_stat_replication WHERE application_name = '{STANDBY_NAME}'"
+            ))?;
+            if streaming.trim() == "0" {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(ProvisionError::TimedOut {
+                    action: "cutting the standby off".to_owned(),
+                    timeout_s: crate::limits::LOCAL_START_TIMEOUT_S,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The primary's replication settings and its connected standbys, one
     /// `name=value` line each, as a qualification report records them.
     ///

@@ -209,3 +209,61 @@ async fn a_fault_proxy_moves_to_the_promoted_standby_as_a_virtual_ip_would() {
         "2"
     );
 }
+
+#[tokio::test]
+async fn an_asynchronous_failover_after_the_standby_was_cut_off_loses_acknowledged_commits() {
+    // spec: SIM-4
+    let pair = start(Replication::Asynchronous).await;
+    let mut primary = PgConnection::connect(&pair.primary_url()).await.unwrap();
+    sqlx::raw_sql("CREATE TABLE acked (id int); INSERT INTO acked VALUES (1)")
+        .execute(&mut primary)
+        .await
+        .unwrap();
+    let standby = pair.standby_database_url("postgres");
+    for _ in 0..200 {
+        let mut c = PgConnection::connect(&standby).await.unwrap();
+        if sqlx::query("SELECT 1 FROM acked")
+            .execute(&mut c)
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    {
+        let pair = Arc::clone(&pair);
+        tokio::task::spawn_blocking(move || pair.detach_standby())
+            .await
+            .unwrap()
+            .expect("the standby is cut off");
+    }
+    sqlx::query("INSERT INTO acked VALUES (2)")
+        .execute(&mut primary)
+        .await
+        .expect("the primary acknowledges the commit");
+    {
+        let pair = Arc::clone(&pair);
+        tokio::task::spawn_blocking(move || pair.fail_over())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(
+        scalar(
+            &pair.primary_url(),
+            "SELECT string_agg(id::text, ',') FROM acked"
+        )
+        .await,
+        "1",
+        "the commit acknowledged after the cut is gone"
+    );
+    let sync = start(Replication::Synchronous).await;
+    let refused = tokio::task::spawn_blocking(move || sync.detach_standby())
+        .await
+        .unwrap();
+    assert!(
+        matches!(refused, Err(ProvisionError::InvalidSetting { .. })),
+        "{refused:?}"
+    );
+}

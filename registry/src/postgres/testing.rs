@@ -54,6 +54,45 @@ impl std::fmt::Debug for TestRegistry {
 }
 
 impl TestRegistry {
+    /// A new database and its two roles on the server whose superuser URL
+    /// is `server_url` (a server the caller owns, such as the primary of a
+    /// `connreg_pgtest::ReplicatedPair`), nothing installed yet. Nothing
+    /// is dropped afterwards: the caller's server goes whole.
+    pub async fn create_at(server_url: &str) -> Result<TestRegistry, StartError> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let server = PgConnectOptions::from_str(server_url).map_err(|e| StartError::Options {
+            reason: format!("server url: {e}"),
+        })?;
+        let name = format!(
+            "{}own_{}_{}",
+            connreg_pgtest::DATABASE_NAME_PREFIX,
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let mut conn = PgConnection::connect_with(&server).await?;
+        sqlx::raw_sql(&format!("CREATE DATABASE \"{name}\""))
+            .execute(&mut conn)
+            .await?;
+        let _ = conn.close().await;
+        let admin = server.clone().database(&name);
+        let roles = Roles {
+            control: format!("{name}_control"),
+            data: format!("{name}_data"),
+            control_password: Some(TEST_ROLE_PASSWORD.into()),
+            data_password: Some(TEST_ROLE_PASSWORD.into()),
+        };
+        create_roles(&admin, &roles).await?;
+        Ok(TestRegistry {
+            admin,
+            roles,
+            database: DatabaseGuard {
+                database: None,
+                admin: server,
+                roles: [String::new(), String::new(), String::new()],
+            },
+        })
+    }
+
     /// A new database and its two roles, nothing installed yet.
     pub async fn create() -> Result<TestRegistry, StartError> {
         let database = TestDatabase::create()
