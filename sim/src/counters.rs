@@ -108,6 +108,7 @@ counters! {
     db_stalls: "Database stalls.",
     db_terminates: "Database session terminations.",
     db_restarts: "Database server restarts.",
+    db_failovers: "Database failovers: the primary stopped, its standby promoted.",
     zone_silences: "Zones whose heartbeats a fault silenced.",
     group_crashes: "Replicas of groups crashed by a fleet-grain fault.",
     group_drains: "Replicas of groups a fleet-grain fault drained.",

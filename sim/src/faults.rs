@@ -61,6 +61,7 @@ pub(crate) enum Action {
     DbStall(u64),
     DbTerminate,
     DbRestart,
+    DbFailover,
     /// The window of a database fault of this kind ended.
     DbEnd(FaultKind),
     ZoneSilence(String),
@@ -195,11 +196,13 @@ pub(crate) fn schedule(s: &Scenario, hosts: &[String], rng: &mut SmallRng) -> Ve
             FaultKind::DbCut
             | FaultKind::DbStall
             | FaultKind::DbTerminate
-            | FaultKind::DbRestart => {
+            | FaultKind::DbRestart
+            | FaultKind::DbFailover => {
                 let start = match f.kind {
                     FaultKind::DbCut => Action::DbCut(f.cut.unwrap_or_default()),
                     FaultKind::DbStall => Action::DbStall(f.stall_ms.unwrap_or(1)),
                     FaultKind::DbTerminate => Action::DbTerminate,
+                    FaultKind::DbFailover => Action::DbFailover,
                     _ => Action::DbRestart,
                 };
                 push(f.at_ms, start);
@@ -339,6 +342,9 @@ fn chaos(s: &Scenario, hosts: &[String], rng: &mut SmallRng, push: &mut impl FnM
     for _ in 0..c.db_restarts {
         db(rng, FaultKind::DbRestart, Action::DbRestart);
     }
+    for _ in 0..c.db_failovers {
+        db(rng, FaultKind::DbFailover, Action::DbFailover);
+    }
     let lease = s.lifecycle.lease_ttl_ms;
     for _ in 0..c.clock_jumps {
         let at = start(rng);
@@ -416,4 +422,7 @@ pub(crate) trait Database {
     fn terminate(&self) -> Result<u64, String>;
     /// Shuts the server down immediately and starts it again.
     fn restart(&self) -> Result<(), String>;
+    /// Stops the primary immediately, promotes its standby and points the
+    /// proxy at it; returns the real milliseconds without a primary.
+    fn fail_over(&self) -> Result<u64, String>;
 }

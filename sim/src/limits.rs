@@ -209,6 +209,11 @@ const _: () = {
 /// database in real time, so a stall is that much wall time per fault.
 pub const DB_STALL_MS_MAX: u64 = 2_000;
 
+/// Most `db_failover`s in one run, scheduled and drawn together: the
+/// promoted standby has no standby of its own (the old primary is not
+/// rebuilt as one), so a second failover would have nothing to promote.
+pub const DB_FAILOVERS_MAX: usize = 1;
+
 /// After a database fault's window ends, `unavailable` answers are still
 /// allowed for this many simulated milliseconds: a connection the fault
 /// broke fails its next call as unavailable and is replaced, and pool

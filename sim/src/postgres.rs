@@ -8,7 +8,13 @@
 //! of the registry's pools connect through a fault proxy in this process
 //! (`connreg_pgtest::proxy::FaultProxy`), so a scenario can cut, stall or
 //! terminate its connections or restart the server (`db_cut`, `db_stall`,
-//! `db_terminate`, `db_restart`).
+//! `db_terminate`, `db_restart`). A scenario with a `db_failover` runs on a
+//! primary and a streaming standby of its own
+//! (`connreg_pgtest::ReplicatedPair`, synchronous or not as `[registry]
+//! database_replication` says); the failover stops the primary
+//! immediately, promotes the standby and moves the proxy to it, as a
+//! virtual IP or a pooler would, so the registry's pools reconnect to the
+//! new primary by the same address.
 //!
 //! The store is called *offloaded*: backend calls run on a real
 //! multi-threaded Tokio runtime and race for real (the calls of one action
@@ -58,6 +64,11 @@ pub(crate) fn run(
             )));
         }
     }
+    let pair = if scenario.fails_over_database() {
+        Some(start_pair(&scenario)?)
+    } else {
+        None
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(BACKEND_WORKER_THREADS)
         .enable_all()
@@ -67,6 +78,7 @@ pub(crate) fn run(
         clock.clone(),
         plan.config.clone(),
         runtime.handle().clone(),
+        pair,
     ))?;
     params.database = Some(Box::new(database));
     let store = Store::offloaded(registry, runtime.handle().clone());
@@ -75,6 +87,33 @@ pub(crate) fn run(
     let report = simulate(scenario, store, clock, params).map_err(RunError::Input);
     runtime.shutdown_timeout(std::time::Duration::from_secs(10));
     report
+}
+
+/// A primary and a standby for a scenario that fails over. A server given
+/// by URL (or forced to Docker) is never failed over: the run is refused.
+#[cfg(feature = "postgres")]
+fn start_pair(scenario: &Scenario) -> Result<connreg_pgtest::ReplicatedPair, RunError> {
+    use connreg_pgtest::{DATABASE_URL_VAR, FORCE_SOURCE_VAR, LocalOptions, Replication};
+
+    let forced = std::env::var(FORCE_SOURCE_VAR).unwrap_or_default();
+    if std::env::var_os(DATABASE_URL_VAR).is_some() || matches!(forced.as_str(), "url" | "docker") {
+        return Err(RunError::Input(format!(
+            "scenario {}: db_failover stops a primary and promotes its standby, which the run starts itself from the installed PostgreSQL; a server given by URL or run by Docker ({DATABASE_URL_VAR} or {FORCE_SOURCE_VAR}={forced}) is never failed over",
+            scenario.scenario.name
+        )));
+    }
+    let replication = match scenario.registry.database_replication {
+        crate::scenario::DatabaseReplication::Synchronous => Replication::Synchronous,
+        crate::scenario::DatabaseReplication::Asynchronous => Replication::Asynchronous,
+    };
+    connreg_pgtest::ReplicatedPair::start(
+        LocalOptions {
+            fsync: true,
+            ..LocalOptions::default()
+        },
+        replication,
+    )
+    .map_err(|e| RunError::Backend(format!("a primary and a standby for db_failover: {e}")))
 }
 
 /// Without the `postgres` feature there is no PostgreSQL tier.
@@ -110,7 +149,10 @@ mod faulty {
         admin: PgConnectOptions,
         /// The registry's two roles, whose sessions `terminate` ends.
         roles: Vec<String>,
-        server: &'static connreg_pgtest::Server,
+        /// The server `db_restart` restarts (none on a replicated pair).
+        server: Option<&'static connreg_pgtest::Server>,
+        /// The primary and standby `db_failover` switches.
+        pair: Option<std::sync::Arc<connreg_pgtest::ReplicatedPair>>,
         handle: tokio::runtime::Handle,
     }
 
@@ -120,18 +162,33 @@ mod faulty {
         clock: ManualClock,
         config: RegistryConfig,
         handle: tokio::runtime::Handle,
+        pair: Option<connreg_pgtest::ReplicatedPair>,
     ) -> Result<(PgRegistry, PgDatabase), RunError> {
         let backend = |e: &dyn std::fmt::Display| RunError::Backend(e.to_string());
-        let test = TestRegistry::create().await.map_err(|e| backend(&e))?;
-        let server = test
-            .database()
-            .map(|d| d.server())
-            .ok_or_else(|| RunError::Backend("the test database has no server".into()))?;
-        let upstream = tokio::net::lookup_host((server.host(), server.port()))
-            .await
-            .map_err(|e| backend(&format!("{}:{}: {e}", server.host(), server.port())))?
-            .next()
-            .ok_or_else(|| RunError::Backend(format!("{} has no address", server.host())))?;
+        let (test, server, pair, upstream) = match pair {
+            Some(pair) => {
+                let test = TestRegistry::create_at(&pair.primary_url())
+                    .await
+                    .map_err(|e| backend(&e))?;
+                let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], pair.primary_port()));
+                (test, None, Some(std::sync::Arc::new(pair)), upstream)
+            }
+            None => {
+                let test = TestRegistry::create().await.map_err(|e| backend(&e))?;
+                let server = test
+                    .database()
+                    .map(|d| d.server())
+                    .ok_or_else(|| RunError::Backend("the test database has no server".into()))?;
+                let upstream = tokio::net::lookup_host((server.host(), server.port()))
+                    .await
+                    .map_err(|e| backend(&format!("{}:{}: {e}", server.host(), server.port())))?
+                    .next()
+                    .ok_or_else(|| {
+                        RunError::Backend(format!("{} has no address", server.host()))
+                    })?;
+                (test, Some(server), None, upstream)
+            }
+        };
         let proxy = FaultProxy::start(upstream)
             .await
             .map_err(|e| backend(&format!("fault proxy: {e}")))?;
@@ -154,6 +211,7 @@ mod faulty {
                 admin,
                 roles,
                 server,
+                pair,
                 handle,
             },
         ))
@@ -204,7 +262,22 @@ mod faulty {
         fn restart(&self) -> Result<(), String> {
             // Blocks for about a second; no call is in flight meanwhile
             // except the step's own, which the restart is meant to break.
-            self.server.restart_immediate().map_err(|e| e.to_string())
+            match self.server {
+                Some(server) => server.restart_immediate().map_err(|e| e.to_string()),
+                None => Err("db_restart on a replicated pair: fail it over instead".into()),
+            }
+        }
+
+        fn fail_over(&self) -> Result<u64, String> {
+            let Some(pair) = &self.pair else {
+                return Err("db_failover needs the run's own primary and standby".into());
+            };
+            // Blocks for the stop and the promotion (about a second); the
+            // step's calls in flight fail with their connections.
+            let without = pair.fail_over().map_err(|e| e.to_string())?;
+            let to = std::net::SocketAddr::from(([127, 0, 0, 1], pair.primary_port()));
+            self.proxy.switch_upstream(to);
+            Ok(u64::try_from(without.as_millis()).unwrap_or(u64::MAX))
         }
     }
 }

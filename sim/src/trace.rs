@@ -373,10 +373,17 @@ pub enum FaultEvent {
     },
     /// The database server was shut down immediately and started again.
     DbRestart,
+    /// The primary was stopped immediately, its standby promoted, and the
+    /// database proxy moved to it.
+    DbFailover {
+        /// Real milliseconds without a primary (stop and promotion).
+        without_primary_ms: u64,
+    },
     /// A database fault's window ended; `unavailable` answers are allowed
     /// for the settle window after it (see `sim/TRACE.md`).
     DbFaultEnd {
-        /// `db_cut`, `db_stall`, `db_terminate` or `db_restart`.
+        /// `db_cut`, `db_stall`, `db_terminate`, `db_restart` or
+        /// `db_failover`.
         kind: String,
     },
     /// The registry clock jumped.

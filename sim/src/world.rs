@@ -634,9 +634,10 @@ impl<B: Backend> World<B> {
             }
             // Cuts, terminations and restarts strike while the step's
             // calls run, so transactions are caught in the middle.
-            Action::DbCut(CutMode::All) | Action::DbTerminate | Action::DbRestart => {
-                self.in_step.push(s.action)
-            }
+            Action::DbCut(CutMode::All)
+            | Action::DbTerminate
+            | Action::DbRestart
+            | Action::DbFailover => self.in_step.push(s.action),
             Action::DbCut(CutMode::NextCommit) | Action::DbStall(_) | Action::DbEnd(_) => {
                 self.apply_database(s.action)
             }
@@ -719,6 +720,17 @@ impl<B: Backend> World<B> {
                 }
                 FaultEvent::DbRestart
             }
+            Action::DbFailover => match db.fail_over() {
+                Ok(ms) => FaultEvent::DbFailover {
+                    without_primary_ms: ms,
+                },
+                Err(e) => {
+                    self.checker.run_failure(format!("db_failover failed: {e}"));
+                    FaultEvent::DbFailover {
+                        without_primary_ms: 0,
+                    }
+                }
+            },
             Action::DbEnd(kind) => {
                 // A commit cut's window lasts until the cut fired.
                 if kind == FaultKind::DbCut && db.commit_cut_armed() {

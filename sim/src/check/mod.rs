@@ -700,6 +700,7 @@ impl Checker {
             FaultEvent::DbStall { .. } => self.counters.db_stalls += 1,
             FaultEvent::DbTerminate { .. } => self.counters.db_terminates += 1,
             FaultEvent::DbRestart => self.counters.db_restarts += 1,
+            FaultEvent::DbFailover { .. } => self.counters.db_failovers += 1,
             FaultEvent::ZoneSilence { .. } => self.counters.zone_silences += 1,
             FaultEvent::GroupCrash { replicas, .. } => {
                 self.counters.group_crashes += replicas.len() as u64

@@ -28,7 +28,8 @@ impl DbFaultWindows {
             FaultEvent::DbCut { .. }
             | FaultEvent::DbStall { .. }
             | FaultEvent::DbTerminate { .. }
-            | FaultEvent::DbRestart => {
+            | FaultEvent::DbRestart
+            | FaultEvent::DbFailover { .. } => {
                 self.active += 1;
                 true
             }

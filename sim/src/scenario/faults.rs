@@ -41,6 +41,12 @@ pub enum FaultKind {
     /// PostgreSQL only: the server the run started is shut down
     /// immediately and started again (refused on a server given by URL).
     DbRestart,
+    /// PostgreSQL only: the primary of the replicated pair the run started
+    /// is stopped immediately, its standby is promoted, and the database
+    /// proxy moves to it as a virtual IP would (`[registry]
+    /// database_replication` says whether the standby was synchronous).
+    /// Refused on a server given by URL; at most one a run.
+    DbFailover,
     /// Every replica of `zone` stops heartbeating until `until_ms` (they
     /// keep serving what they are sent).
     ZoneSilence,
@@ -57,7 +63,11 @@ impl FaultKind {
     pub fn is_database(self) -> bool {
         matches!(
             self,
-            FaultKind::DbCut | FaultKind::DbStall | FaultKind::DbTerminate | FaultKind::DbRestart
+            FaultKind::DbCut
+                | FaultKind::DbStall
+                | FaultKind::DbTerminate
+                | FaultKind::DbRestart
+                | FaultKind::DbFailover
         )
     }
 
@@ -75,6 +85,7 @@ impl FaultKind {
             FaultKind::DbStall => "db_stall",
             FaultKind::DbTerminate => "db_terminate",
             FaultKind::DbRestart => "db_restart",
+            FaultKind::DbFailover => "db_failover",
             FaultKind::ZoneSilence => "zone_silence",
             FaultKind::GroupCrash => "group_crash",
             FaultKind::GroupDrain => "group_drain",
@@ -201,6 +212,9 @@ pub struct Chaos {
     /// PostgreSQL only: random `db_restart`s (seconds of real time each).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub db_restarts: u32,
+    /// PostgreSQL only: a random `db_failover` (0 or 1).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub db_failovers: u32,
     /// Random zones silenced for one to three lease lengths.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub zone_silences: u32,
@@ -239,7 +253,8 @@ impl Chaos {
 
     /// True when it draws database faults.
     pub fn has_database_faults(&self) -> bool {
-        self.db_cuts + self.db_stalls + self.db_terminates + self.db_restarts > 0
+        self.db_cuts + self.db_stalls + self.db_terminates + self.db_restarts + self.db_failovers
+            > 0
     }
 }
 
@@ -272,5 +287,14 @@ impl Scenario {
             .iter()
             .any(|f| f.get_ref().kind == FaultKind::DbRestart)
             || self.chaos.db_restarts > 0
+    }
+
+    /// True when a `db_failover` is scheduled or drawn: the run needs a
+    /// primary and a standby it started itself.
+    pub fn fails_over_database(&self) -> bool {
+        self.faults
+            .iter()
+            .any(|f| f.get_ref().kind == FaultKind::DbFailover)
+            || self.chaos.db_failovers > 0
     }
 }

@@ -31,7 +31,7 @@ pub use hosts::{
 };
 pub use parse::{STANDARD_SCENARIO, STANDARD_SCENARIO_PATH, ScenarioError};
 pub use schema::{
-    BindingSpec, Expect, Fleet, InstanceSpec, Lifecycle, Meta, MixEntry, Operation, OperationKind,
-    Placement, ReaderEntry, RegistrySettings, ReplicaEntry, ReplicaGroup, Scenario, ScenarioSource,
-    ScopeSpec, TenantGroup, TypeSpec, VersionSpec, Workload,
+    BindingSpec, DatabaseReplication, Expect, Fleet, InstanceSpec, Lifecycle, Meta, MixEntry,
+    Operation, OperationKind, Placement, ReaderEntry, RegistrySettings, ReplicaEntry, ReplicaGroup,
+    Scenario, ScenarioSource, ScopeSpec, TenantGroup, TypeSpec, VersionSpec, Workload,
 };

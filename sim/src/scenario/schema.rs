@@ -113,6 +113,23 @@ pub struct RegistrySettings {
     /// Consecutive unknown outcomes that open a replica's circuit.
     #[serde(default = "default_circuit_threshold")]
     pub circuit_threshold: u32,
+    /// PostgreSQL with a `db_failover`: how the standby replicates,
+    /// `synchronous` (a commit returns once the standby applied it) or
+    /// `asynchronous` (it may lag, and a failover may lose commits a
+    /// caller was answered).
+    #[serde(default)]
+    pub database_replication: DatabaseReplication,
+}
+
+/// `[registry] database_replication`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DatabaseReplication {
+    /// The standby is synchronous, with `remote_apply`.
+    #[default]
+    Synchronous,
+    /// The standby streams asynchronously.
+    Asynchronous,
 }
 
 impl Default for RegistrySettings {
@@ -121,6 +138,7 @@ impl Default for RegistrySettings {
             hosts: default_registry_hosts(),
             circuit_enabled: true,
             circuit_threshold: default_circuit_threshold(),
+            database_replication: DatabaseReplication::default(),
         }
     }
 }

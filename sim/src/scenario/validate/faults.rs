@@ -3,9 +3,10 @@
 //! the parameters its kind takes (and no other), and the `[chaos]`
 //! ratios and counts.
 
-use super::{Check, Validator, bounded, ensure, ratio_ok};
+use super::{Check, Validator, bounded, ensure, fail, ratio_ok};
 use crate::limits::{
-    CHAOS_FAULTS_MAX, DB_STALL_MS_MAX, DURATION_MS_MAX, LATENCY_MS_MAX, SCHEDULE_ENTRIES_MAX,
+    CHAOS_FAULTS_MAX, DB_FAILOVERS_MAX, DB_STALL_MS_MAX, DURATION_MS_MAX, LATENCY_MS_MAX,
+    SCHEDULE_ENTRIES_MAX,
 };
 use crate::scenario::location::At;
 use crate::scenario::{FaultKind, REGISTRY_OPS, select_hosts};
@@ -17,6 +18,28 @@ impl Validator<'_> {
         ensure(self.s.faults.len() <= SCHEDULE_ENTRIES_MAX, 0, || {
             format!("faults has more than {SCHEDULE_ENTRIES_MAX} entries")
         })?;
+        let failovers = self
+            .s
+            .faults
+            .iter()
+            .filter(|f| f.get_ref().kind == FaultKind::DbFailover)
+            .count()
+            + self.s.chaos.db_failovers as usize;
+        if failovers > DB_FAILOVERS_MAX {
+            let at = self
+                .s
+                .faults
+                .iter()
+                .filter(|f| f.get_ref().kind == FaultKind::DbFailover)
+                .nth(DB_FAILOVERS_MAX)
+                .map_or(0, |f| f.span().start);
+            return fail(
+                at,
+                format!(
+                    "{failovers} db_failover faults (scheduled and chaos.db_failovers); a run fails over at most {DB_FAILOVERS_MAX} time (the old primary is not rebuilt as a standby)"
+                ),
+            );
+        }
         for (i, f) in self.s.faults.iter().enumerate() {
             let at = f.span().start;
             let key = |name: &str| At::Key(format!("faults.{i}.{name}"));
@@ -121,7 +144,9 @@ impl Validator<'_> {
                     )?;
                     &["stall_ms", "until_ms"]
                 }
-                FaultKind::DbTerminate | FaultKind::DbRestart => &["until_ms"],
+                FaultKind::DbTerminate | FaultKind::DbRestart | FaultKind::DbFailover => {
+                    &["until_ms"]
+                }
                 FaultKind::ZoneSilence => {
                     let zone = f.zone.as_deref().unwrap_or_default();
                     ensure(f.zone.is_some(), at, || "zone_silence needs zone".into())?;
@@ -205,6 +230,7 @@ impl Validator<'_> {
             ("chaos.db_stalls", c.db_stalls),
             ("chaos.db_terminates", c.db_terminates),
             ("chaos.db_restarts", c.db_restarts),
+            ("chaos.db_failovers", c.db_failovers),
             ("chaos.zone_silences", c.zone_silences),
             ("chaos.group_crashes", c.group_crashes),
             ("chaos.group_drains", c.group_drains),
