@@ -226,3 +226,7 @@ pub const REACH_MAX: usize = 64;
 /// Most never-fired probe names a sweep's text output prints (the JSON
 /// summary has them all).
 pub const SWEEP_NEVER_FIRED_PRINTED_MAX: usize = 200;
+
+/// `connreg-sim probes` names the plants whose code path fewer than this
+/// many scenarios reach.
+pub const PLANT_REACH_FEW: usize = 3;

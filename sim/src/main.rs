@@ -31,6 +31,9 @@ enum Command {
     /// List the planted bugs, each with the scenario that catches it at
     /// seed 1 and the invariant that reports it.
     Plants,
+    /// Which scenarios reach each planted bug's code path: a Markdown
+    /// table from a few seeds of every scenario a pattern matches.
+    Probes(cli::probes::ProbesArgs),
     /// Re-check the invariants of a trace file from the trace alone.
     CheckTrace {
         /// The trace (JSON lines).
@@ -105,6 +108,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_one(args),
         Command::Sweep(args) => cli::sweep::sweep(args),
         Command::Shrink(args) => cli::shrink::shrink(args),
+        Command::Probes(args) => cli::probes::probes(args),
         Command::Plants => {
             for p in PlantedBug::all() {
                 say!(
