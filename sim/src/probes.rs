@@ -322,8 +322,9 @@ struct Route {
 /// - `maintain-page-stops-early`: a maintenance answer expires at least
 ///   [`MAINTENANCE_PAGE`] replicas (the plant answers a full page; without
 ///   it more are expired at once).
-/// - `drain-lost-in-crowd`: a drain reaches a registry while at least
-///   [`DRAINING_TRACKED`] replica rows are draining.
+/// - `drain-lost-in-crowd`: a drain reaches a registry, or is answered,
+///   while at least [`DRAINING_TRACKED`] other replicas are draining (as
+///   rows and drain answers show them).
 /// - `circuit-reset-in-crowd`: a replica offline with its circuit open
 ///   registers again while more than [`OFFLINE_TRACKED`] rows are offline.
 /// - `shared-stop-signal`: an `execute` reaches a replica while another
@@ -621,6 +622,24 @@ impl Probes {
                         },
                     );
                 }
+            }
+            Response::Drain { result: Ok(r) } if to_registry => {
+                // The store applies drains one by one within a step, before
+                // the step's snapshot: count the drains answered so far.
+                let before = self
+                    .rows
+                    .iter()
+                    .filter(|(id, row)| **id != r.spec.id && row.state == ReplicaState::Draining)
+                    .count();
+                if before >= DRAINING_TRACKED {
+                    self.plant(PlantedBug::DrainLostInCrowd);
+                }
+                let row = self.rows.entry(r.spec.id.clone()).or_insert(Row {
+                    state: r.state,
+                    active: r.active,
+                    circuit_open: r.circuit.open,
+                });
+                row.state = ReplicaState::Draining;
             }
             Response::Settle { .. } if kind == Some("fence_lost") => {
                 self.plant(PlantedBug::Store(Plant::IgnoreFence));
