@@ -526,10 +526,10 @@ impl Probes {
                     self.plant(PlantedBug::Store(Plant::IgnoreFence));
                 }
             }
-            Request::Heartbeat { params } if to_registry => {
-                if self.rows.get(&params.replica).is_some_and(|r| r.active > 0) {
-                    self.plant(PlantedBug::SilentRelease);
-                }
+            Request::Heartbeat { params }
+                if to_registry && self.rows.get(&params.replica).is_some_and(|r| r.active > 0) =>
+            {
+                self.plant(PlantedBug::SilentRelease);
             }
             Request::Drain { .. } if to_registry => {
                 let draining = self
