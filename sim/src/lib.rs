@@ -56,6 +56,7 @@ pub mod explain;
 pub mod fleet;
 pub mod limits;
 pub mod plant;
+pub mod probes;
 pub mod replay;
 pub mod run;
 pub mod scenario;

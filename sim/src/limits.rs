@@ -224,3 +224,14 @@ pub const DB_FAULT_SETTLE_MS: u64 = 1_000;
 /// connection a database fault broke fails once and is retried on a new
 /// one.
 pub const SNAPSHOT_ATTEMPTS_MAX: u32 = 8;
+
+/// Most probes a scenario's `[expect] reach` may require.
+pub const REACH_MAX: usize = 64;
+
+/// Most never-fired probe names a sweep's text output prints (the JSON
+/// summary has them all).
+pub const SWEEP_NEVER_FIRED_PRINTED_MAX: usize = 200;
+
+/// `connreg-sim probes` names the plants whose code path fewer than this
+/// many scenarios reach.
+pub const PLANT_REACH_FEW: usize = 3;

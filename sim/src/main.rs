@@ -31,6 +31,9 @@ enum Command {
     /// List the planted bugs, each with the scenario that catches it at
     /// seed 1 and the invariant that reports it.
     Plants,
+    /// Which scenarios reach each planted bug's code path: a Markdown
+    /// table from a few seeds of every scenario a pattern matches.
+    Probes(cli::probes::ProbesArgs),
     /// Re-check the invariants of a trace file from the trace alone.
     CheckTrace {
         /// The trace (JSON lines).
@@ -105,6 +108,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_one(args),
         Command::Sweep(args) => cli::sweep::sweep(args),
         Command::Shrink(args) => cli::shrink::shrink(args),
+        Command::Probes(args) => cli::probes::probes(args),
         Command::Plants => {
             for p in PlantedBug::all() {
                 say!(
@@ -308,6 +312,52 @@ fn replay_into(
     Ok(r)
 }
 
+/// The reachability probes of a trace file, counted from its records as
+/// a run counts them: one line, and the scenario's required probes that
+/// this trace did not fire (a sweep judges them over all its seeds).
+fn trace_probes(path: &std::path::Path) {
+    use connreg_sim::trace::{Event, Record};
+    let Ok(file) = std::fs::File::open(path) else {
+        return;
+    };
+    let mut probes = connreg_sim::probes::Probes::new();
+    let mut required: Vec<String> = Vec::new();
+    for line in std::io::BufReader::new(file).lines().map_while(Result::ok) {
+        let Ok(record) = serde_json::from_str::<Record>(&line) else {
+            continue;
+        };
+        if let Event::Start(info) = &record.event {
+            required = info.expect.reach.clone();
+        }
+        probes.observe(&record);
+    }
+    let fired = probes.hits();
+    say!(
+        "  probes: {} of {} fired (`connreg-sim sweep` lists them)",
+        fired.len(),
+        connreg_sim::probes::catalog().len()
+    );
+    let missing: Vec<&String> = required
+        .iter()
+        .filter(|n| !fired.contains_key(*n))
+        .collect();
+    if !required.is_empty() {
+        say!(
+            "  reach: {} required, not fired in this trace: {}",
+            required.len(),
+            if missing.is_empty() {
+                "none".to_string()
+            } else {
+                missing
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        );
+    }
+}
+
 fn check_trace(path: &std::path::Path) -> u8 {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
@@ -347,5 +397,6 @@ fn check_trace(path: &std::path::Path) -> u8 {
     for m in &verdict.mismatches {
         say!("  ! {m}");
     }
+    trace_probes(path);
     if verdict.ok() { OK } else { VIOLATION }
 }

@@ -101,6 +101,8 @@ pub struct SeedOutcome {
     pub trace_hash: String,
     /// Trace lines.
     pub events: u64,
+    /// The reachability probes the seed fired (`crate::probes`).
+    pub probes: std::collections::BTreeSet<String>,
 }
 
 /// The first violation of a failing seed.
@@ -134,6 +136,7 @@ impl SeedOutcome {
             }),
             trace_hash: report.trace_hash.clone(),
             events: report.events,
+            probes: report.probes.keys().cloned().collect(),
         }
     }
 
@@ -385,6 +388,9 @@ pub struct SweepSummary {
     pub failures: Vec<FailureRecord>,
     /// Every seed that ran, in seed order, with its trace hash.
     pub completed: Vec<CompletedSeed>,
+    /// Which probes fired over the seeds (how many seeds fired each),
+    /// which never did, and the required ones that never did.
+    pub reach: crate::probes::Reach,
     /// Wall time: differs from run to run.
     pub timing: Timing,
 }
@@ -435,7 +441,9 @@ pub fn xml_escape(text: &str) -> String {
 
 /// The JUnit XML of a sweep: one `<testcase>` per completed seed, named
 /// `seed N`; a failing one carries a `<failure>` with the invariant and
-/// the repro command.
+/// the repro command. Then one `<testcase>` per probe the scenario
+/// requires (`[expect] reach`), named `reach PROBE`, failing when no seed
+/// fired it.
 pub fn junit(
     summary: &SweepSummary,
     outcomes: &[SeedOutcome],
@@ -447,22 +455,24 @@ pub fn junit(
     } else {
         format!("connreg-sim sweep {} shard {}", i.name, i.shard)
     };
+    let tests = outcomes.len() + summary.reach.required.len();
+    let failures = summary.failed + summary.reach.missing.len() as u64;
     let mut x = String::new();
     x.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         x,
         "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" time=\"{:.3}\">",
         xml_escape(&suite),
-        outcomes.len(),
-        summary.failed,
+        tests,
+        failures,
         summary.timing.seconds
     );
     let _ = writeln!(
         x,
         "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" time=\"{:.3}\">",
         xml_escape(&suite),
-        outcomes.len(),
-        summary.failed,
+        tests,
+        failures,
         summary.timing.seconds
     );
     x.push_str("    <properties>\n");
@@ -519,6 +529,28 @@ pub fn junit(
                     xml_escape(&body)
                 );
             }
+        }
+    }
+    for probe in &summary.reach.required {
+        let fired = summary.reach.fired.get(probe).copied().unwrap_or(0);
+        if fired > 0 {
+            let _ = writeln!(
+                x,
+                "    <testcase classname=\"{class}\" name=\"reach {}\"><system-out>fired in {fired} of {} seed(s)</system-out></testcase>",
+                xml_escape(probe),
+                outcomes.len()
+            );
+        } else {
+            let message = format!(
+                "required probe {probe} never fired over {} seed(s) ([expect] reach)",
+                outcomes.len()
+            );
+            let _ = writeln!(
+                x,
+                "    <testcase classname=\"{class}\" name=\"reach {}\">\n      <failure type=\"unreached\" message=\"{}\"/>\n    </testcase>",
+                xml_escape(probe),
+                xml_escape(&message)
+            );
         }
     }
     x.push_str("  </testsuite>\n</testsuites>\n");

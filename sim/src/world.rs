@@ -103,6 +103,9 @@ pub struct RunReport {
     pub trace_hash: String,
     /// The trace, when it was kept in memory.
     pub trace: Option<Vec<u8>>,
+    /// How often each reachability probe fired (`crate::probes`); the
+    /// probes that never fired are absent.
+    pub probes: std::collections::BTreeMap<String, u64>,
 }
 
 impl RunReport {
@@ -197,6 +200,8 @@ struct World<B: Backend> {
     clock: ManualClock,
     clock_offset_ms: i64,
     checker: Checker,
+    /// The reachability probes, counted from the same records.
+    probes: crate::probes::Probes,
     mirror: Mirror,
     /// Where the next read of the store's change feed starts.
     cursor: Option<ChangeCursor>,
@@ -243,6 +248,7 @@ pub(crate) fn simulate<B: Backend>(
         clock: clock.clone(),
         clock_offset_ms: 0,
         checker: Checker::new(),
+        probes: crate::probes::Probes::new(),
         mirror: Mirror::default(),
         cursor: None,
         violations: Vec::new(),
@@ -406,6 +412,7 @@ pub(crate) fn simulate<B: Backend>(
         largest_step,
         trace_hash,
         trace,
+        probes: std::mem::take(&mut world.probes).into_hits(),
     })
 }
 
@@ -808,6 +815,7 @@ impl<B: Backend> World<B> {
         let (first, pending) = self.ctx.trace.borrow_mut().take_pending_numbered();
         for (line, r) in (first..).zip(&pending) {
             self.checker.observe_at(line, r);
+            self.probes.observe(r);
         }
         pending.len() as u64
     }

@@ -31,15 +31,18 @@ fn json(path: &Path) -> serde_json::Value {
 }
 
 /// The seeds a JUnit report has a test case for, checking it is valid XML
-/// on the way.
+/// on the way (the `reach PROBE` cases of required probes are not seeds).
 fn junit_seeds(path: &Path) -> Vec<u64> {
     let text = std::fs::read_to_string(path).unwrap();
     let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     doc.descendants()
         .filter(|n| n.has_tag_name("testcase"))
-        .map(|n| {
+        .filter_map(|n| {
             let name = n.attribute("name").unwrap();
-            name.strip_prefix("seed ").unwrap().parse().unwrap()
+            if name.starts_with("reach ") {
+                return None;
+            }
+            Some(name.strip_prefix("seed ").unwrap().parse().unwrap())
         })
         .collect()
 }
@@ -257,9 +260,12 @@ fn junit_escapes_what_a_failure_says() {
     sim(&args);
     let text = std::fs::read_to_string(&x).unwrap();
     let doc = roxmltree::Document::parse(&text).unwrap();
+    // The seeds' failures; a required probe the plant keeps from firing
+    // fails its own `reach` case, type `unreached`.
     let failures: Vec<_> = doc
         .descendants()
         .filter(|n| n.has_tag_name("failure"))
+        .filter(|n| n.attribute("type") != Some("unreached"))
         .collect();
     assert!(!failures.is_empty());
     for f in failures {

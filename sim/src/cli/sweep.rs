@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use connreg_sim::limits::{
     SWEEP_ESTIMATE_SAMPLE_SEEDS, SWEEP_ESTIMATE_SEEDS_MIN, SWEEP_FAILURES_PRINTED_MAX,
-    SWEEP_PROGRESS_INTERVAL_S,
+    SWEEP_NEVER_FIRED_PRINTED_MAX, SWEEP_PROGRESS_INTERVAL_S,
 };
 use connreg_sim::sweep::{
     CompletedSeed, Ended, FailureRecord, Flow, SeedOutcome, Shard, SweepInputs, SweepSummary,
@@ -212,6 +212,8 @@ pub(crate) fn sweep(args: SweepArgs) -> u8 {
     } else {
         0.0
     };
+    let reach =
+        connreg_sim::probes::Reach::of(outcomes.iter().map(|o| &o.probes), &scenario.expect.reach);
     let summary = SweepSummary {
         inputs: SweepInputs {
             scenario: args.scenario.clone(),
@@ -256,6 +258,7 @@ pub(crate) fn sweep(args: SweepArgs) -> u8 {
                 trace_hash: o.trace_hash.clone(),
             })
             .collect(),
+        reach: reach.clone(),
         timing: Timing {
             jobs,
             seconds: secs,
@@ -320,6 +323,11 @@ pub(crate) fn sweep(args: SweepArgs) -> u8 {
             }
         }
     }
+    print_reach(&reach, done);
+    let unreached = reach.missing_message(done);
+    if let Some(message) = &unreached {
+        say!("  FAILED: {message}");
+    }
 
     let mut write_failed = false;
     if let Some(file) = &args.json {
@@ -346,7 +354,67 @@ pub(crate) fn sweep(args: SweepArgs) -> u8 {
     if write_failed {
         return BAD_INPUT;
     }
-    if failed > 0 { VIOLATION } else { OK }
+    if failed > 0 || unreached.is_some() {
+        VIOLATION
+    } else {
+        OK
+    }
+}
+
+/// The probes part of the text output: how many seeds fired each probe
+/// that fired, the ones that never did, and the required ones. Names are
+/// grouped by what precedes their last `:`, one group a line.
+fn print_reach(reach: &connreg_sim::probes::Reach, seeds: u64) {
+    let total = reach.fired.len() + reach.never.len();
+    say!(
+        "  probes: {} of {total} fired over {seeds} seed(s) (seeds that fired each):",
+        reach.fired.len()
+    );
+    for line in grouped(
+        reach
+            .fired
+            .iter()
+            .map(|(n, c)| (n.as_str(), format!(" {c}"))),
+    ) {
+        say!("    {line}");
+    }
+    let shown = reach.never.len().min(SWEEP_NEVER_FIRED_PRINTED_MAX);
+    say!("  never fired ({}):", reach.never.len());
+    for line in grouped(
+        reach.never[..shown]
+            .iter()
+            .map(|n| (n.as_str(), String::new())),
+    ) {
+        say!("    {line}");
+    }
+    if shown < reach.never.len() {
+        say!("    and {} more", reach.never.len() - shown);
+    }
+    if !reach.required.is_empty() {
+        say!(
+            "  reach: {} required, {} fired",
+            reach.required.len(),
+            reach.required.len() - reach.missing.len()
+        );
+    }
+}
+
+/// `answer:resolve: created 3, existing 1`: one line a group of names
+/// with the same prefix (up to the last `:`), each name's last part with
+/// its suffix; groups in prefix order.
+fn grouped<'a>(items: impl Iterator<Item = (&'a str, String)>) -> Vec<String> {
+    let mut groups: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for (name, suffix) in items {
+        let (prefix, last) = name.rsplit_once(':').unwrap_or(("", name));
+        groups
+            .entry(prefix)
+            .or_default()
+            .push(format!("{last}{suffix}"));
+    }
+    groups
+        .into_iter()
+        .map(|(prefix, items)| format!("{prefix}: {}", items.join(", ")))
+        .collect()
 }
 
 /// "40 s", "3 min", "2.5 h".

@@ -731,11 +731,20 @@ pub struct Expect {
     /// maintenance must keep (`lease_progress`). Unchecked when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offline_within_ms: Option<u64>,
+    /// Reachability probes (`crate::probes`) a sweep of the scenario must
+    /// fire at least once over its seeds: the faults and paths the
+    /// scenario exists to exercise (`fault:db_cut:next_commit`,
+    /// `answer:maintain:more`, `plant:maintain-page-stops-early`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reach: Vec<String>,
 }
 
 impl Expect {
     /// True when nothing is expected.
     pub fn is_empty(&self) -> bool {
-        self.at_least.is_empty() && self.at_most.is_empty() && self.offline_within_ms.is_none()
+        self.at_least.is_empty()
+            && self.at_most.is_empty()
+            && self.offline_within_ms.is_none()
+            && self.reach.is_empty()
     }
 }

@@ -23,8 +23,8 @@ use super::{InstanceSpec, Operation, OperationKind, Scenario, ScopeSpec, Version
 use crate::limits::{
     ACTIONS_PER_DISPATCHER_MAX, DISPATCHER_CONCURRENCY_MAX, DISPATCHERS_MAX, DUPLICATES_MAX,
     DURATION_MS_MAX, FLEET_RECORDS_MAX, FLEET_REPLICAS_MAX, LATENCY_MS_MAX, LIVENESS_MS_MAX,
-    MIX_ENTRIES_MAX, OPERATIONS_EXPANDED_MAX, READERS_MAX, REGISTRY_HOSTS_MAX, REPLICAS_MAX,
-    RETRIES_MAX, SCHEDULE_ENTRIES_MAX, SETUP_PUBLICATIONS_MAX, TICK_MS_MAX,
+    MIX_ENTRIES_MAX, OPERATIONS_EXPANDED_MAX, REACH_MAX, READERS_MAX, REGISTRY_HOSTS_MAX,
+    REPLICAS_MAX, RETRIES_MAX, SCHEDULE_ENTRIES_MAX, SETUP_PUBLICATIONS_MAX, TICK_MS_MAX,
 };
 
 impl Scenario {
@@ -138,6 +138,7 @@ impl Validator<'_> {
                 DURATION_MS_MAX,
             )?;
         }
+        self.reach()?;
         let l = &self.s.lifecycle;
         bounded(
             At::Named,
@@ -167,6 +168,37 @@ impl Validator<'_> {
             1,
             connreg::limits::LEASE_MAINTENANCE_BATCH_MAX.into(),
         )
+    }
+
+    /// `[expect] reach`: every name a probe of the catalogue, none twice,
+    /// at most `REACH_MAX`.
+    fn reach(&self) -> Check {
+        let reach = &self.s.expect.reach;
+        ensure(
+            reach.len() <= REACH_MAX,
+            At::Key("expect.reach".into()),
+            || {
+                format!(
+                    "expect.reach has {} entries, more than {REACH_MAX}",
+                    reach.len()
+                )
+            },
+        )?;
+        let mut seen = BTreeSet::new();
+        for (i, name) in reach.iter().enumerate() {
+            let at = At::Key(format!("expect.reach.{i}"));
+            ensure(crate::probes::known(name), at.clone(), || {
+                let names: Vec<String> = crate::probes::catalog().into_iter().collect();
+                format!(
+                    "expect.reach: unknown probe {name:?}; the probes are: {}",
+                    names.join(", ")
+                )
+            })?;
+            ensure(seen.insert(name), at, || {
+                format!("expect.reach names {name:?} twice")
+            })?;
+        }
+        Ok(())
     }
 
     fn fleet(&self) -> Check {
