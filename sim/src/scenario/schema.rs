@@ -680,11 +680,21 @@ pub struct Expect {
     /// maintenance must keep (`lease_progress`). Unchecked when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offline_within_ms: Option<u64>,
+    /// A publication commits within this many milliseconds (simulated)
+    /// of the operator's first attempt, not counting the time a database
+    /// fault, a network fault between the operator and a registry host or
+    /// a registry host crash excuses (`publication_progress`). Defaults to
+    /// [`crate::limits::PUBLISH_WITHIN_MS`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_within_ms: Option<u64>,
 }
 
 impl Expect {
     /// True when nothing is expected.
     pub fn is_empty(&self) -> bool {
-        self.at_least.is_empty() && self.at_most.is_empty() && self.offline_within_ms.is_none()
+        self.at_least.is_empty()
+            && self.at_most.is_empty()
+            && self.offline_within_ms.is_none()
+            && self.publish_within_ms.is_none()
     }
 }

@@ -138,6 +138,15 @@ impl Validator<'_> {
                 DURATION_MS_MAX,
             )?;
         }
+        if let Some(within) = self.s.expect.publish_within_ms {
+            bounded(
+                At::Named,
+                "expect.publish_within_ms",
+                within,
+                1,
+                crate::limits::PUBLISH_WITHIN_MS,
+            )?;
+        }
         let l = &self.s.lifecycle;
         bounded(
             At::Named,
