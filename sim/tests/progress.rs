@@ -357,3 +357,24 @@ fn a_slow_drain_in_a_trace_is_caught_by_maintenance_drains() {
         verdict.violations
     );
 }
+
+#[test]
+fn a_publication_answered_unavailable_with_no_fault_never_lands() {
+    // spec: LOCK-4 (on PostgreSQL a publication starved of the catalog lock
+    // is answered unavailable; the operator does not retry an answer)
+    let mut lines = clean_trace("0001_steady_state.toml");
+    let i = lines
+        .iter()
+        .position(|v| v["ev"] == "reply" && v["resp"]["op"] == "publish")
+        .expect("0001 publishes");
+    lines[i]["resp"]["result"] =
+        json!({"Err": {"kind": "unavailable", "message": "the catalog stayed busy"}});
+    let verdict = recheck_lines(&lines);
+    assert!(
+        verdict.violations.iter().any(|v| {
+            v.invariant == invariant::PUBLICATION_PROGRESS.0 && v.detail.contains("never lands")
+        }),
+        "{:#?}",
+        verdict.violations
+    );
+}

@@ -382,9 +382,13 @@ impl Checker {
                 self.on_reply(&req, resp, *lost, t);
                 self.follow_fates(*id, &req, resp);
                 match (&req, resp) {
-                    (Request::Publish { publication }, Response::Publish { result }) => {
-                        self.publication_answered(&caller, publication, result.is_ok(), t)
-                    }
+                    (Request::Publish { publication }, Response::Publish { result }) => self
+                        .publication_answered(
+                            &caller,
+                            publication,
+                            result.as_ref().err().map(|e| e.kind.as_str()),
+                            t,
+                        ),
                     (Request::Maintain { params }, Response::Maintain { result: Ok(m) }) => {
                         self.drain_answered(params.max, m, *lost, t)
                     }

@@ -17,8 +17,11 @@
 //! Retries send the same publication again: an attempt equal to one not
 //! yet committed is that publication's retry, and an attempt equal to the
 //! operator's last committed one is a retry after a lost answer. An error
-//! answer (a refusal, `unavailable`) ends the operator's attempts at that
-//! publication: the error is other checks' business, so it is dropped.
+//! answer ends the operator's attempts at that publication. A refusal
+//! (invalid, conflict, a limit) is the answer the publication deserved and
+//! is dropped; an `unavailable` answer that no fault excuses means the
+//! publication never lands (on PostgreSQL, a publication that waited out
+//! its lock attempts behind routing) and is a violation here too.
 //! A publication not committed by the end of the run is a violation once
 //! its unexcused wait passed the bound (online, so a run that ends later
 //! reports it at once); one still in flight within its bound is not.
@@ -83,7 +86,7 @@ fn between_operator_and_registry(a: &[String], b: &[String]) -> bool {
 }
 
 impl Excuses {
-    fn excused_now(&self) -> bool {
+    pub(super) fn excused_now(&self) -> bool {
         self.db_active > 0 || !self.crashed.is_empty() || !self.network.is_empty() || self.loss
     }
 
@@ -230,10 +233,12 @@ impl Checker {
         &mut self,
         from: &str,
         publication: &Publication,
-        committed: bool,
+        error: Option<&str>,
         t: u64,
     ) {
         let bound = self.publish_bound();
+        let excused_now =
+            self.db_faults.allows_unavailable(t) || self.publication_progress.excuses.excused_now();
         let p = &mut self.publication_progress;
         let Some(at) = p
             .in_flight
@@ -243,12 +248,24 @@ impl Checker {
             return;
         };
         let x = p.in_flight.remove(at);
-        if !committed {
-            return;
+        match error {
+            None => {}
+            Some("unavailable") if !x.reported && !excused_now => {
+                self.violate(
+                    invariant::PUBLICATION_PROGRESS,
+                    format!(
+                        "a publication {from} first sent at {} ms was answered unavailable at {t} ms with no fault in force: it never lands",
+                        x.first_ms
+                    ),
+                );
+                return;
+            }
+            Some(_) => return,
         }
+        let p = &mut self.publication_progress;
         p.landed.insert(from.to_string(), publication.clone());
         let excused = p.excuses.total_at(t) - x.excused_at_first;
-        let waited = t - x.first_ms;
+        let waited = t.saturating_sub(x.first_ms);
         let unexcused = waited.saturating_sub(excused);
         if unexcused > bound && !x.reported {
             self.violate(
