@@ -378,3 +378,16 @@ fn a_publication_answered_unavailable_with_no_fault_never_lands() {
         verdict.violations
     );
 }
+
+#[test]
+fn a_publication_bound_outside_its_limits_is_refused_naming_the_key() {
+    // spec: LOCK-4
+    let bound = connreg_sim::limits::PUBLISH_WITHIN_MS;
+    for within in [0, bound + 1] {
+        let text = format!("{STANDARD_SCENARIO}\n[expect]\npublish_within_ms = {within}\n");
+        let err = refusal(&text);
+        assert!(err.contains("expect.publish_within_ms"), "{err}");
+    }
+    let ok = format!("{STANDARD_SCENARIO}\n[expect]\npublish_within_ms = {bound}\n");
+    Scenario::parse("s.toml", &ok).unwrap_or_else(|e| panic!("{e}"));
+}
