@@ -310,6 +310,12 @@ async fn respond_planted<B: Backend>(
                 result: answer.map_err(WireError::from),
             }
         }
+        (Some(PlantedBug::MaintenanceBatchShrinks), Request::Maintain { mut params }) => {
+            params.max = params.max.min(crate::plant::MAINTENANCE_SHRUNK_BATCH);
+            Response::Maintain {
+                result: b.lease_maintain(params).await.map_err(WireError::from),
+            }
+        }
         (Some(PlantedBug::DrainLostInCrowd), Request::Drain { replica }) => {
             let crowded = match b.inspect().await {
                 Ok(snapshot) => {

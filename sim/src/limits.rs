@@ -220,6 +220,26 @@ pub const DB_FAILOVERS_MAX: usize = 1;
 /// connections are reused one after another within a few steps.
 pub const DB_FAULT_SETTLE_MS: u64 = 1_000;
 
+/// The longest a publication may take, unexcused, from the operator's
+/// first attempt to the answer that commits it (`publication_progress`),
+/// when a scenario sets no `expect.publish_within_ms`. A request reaches a
+/// registry host within one link latency ([`LATENCY_MS_MAX`] at most), is
+/// read at the next step and commits there (an offloaded call finishes
+/// before the world takes another step), so two ticks of
+/// [`TICK_MS_MAX`] on top cover it. Any longer wait is the registry's.
+pub const PUBLISH_WITHIN_MS: u64 = LATENCY_MS_MAX + 2 * TICK_MS_MAX;
+
+/// Maintenance calls a drain may take beyond ceil(n / batch)
+/// (`maintenance_drains`): one for the leases that end while the drain runs
+/// (a call never sees a lease that ends after it), and one for a batch
+/// that skipped replica rows another transaction held (PostgreSQL's
+/// `SKIP LOCKED`). At most [`MAINTENANCE_DRAIN_SLACK_CALLS_MAX`].
+pub const MAINTENANCE_DRAIN_SLACK_CALLS: u64 = 2;
+
+/// The most [`MAINTENANCE_DRAIN_SLACK_CALLS`] may be raised to: a slack
+/// as large as a whole round of calls would hide a drain that stalls.
+pub const MAINTENANCE_DRAIN_SLACK_CALLS_MAX: u64 = MAINTENANCE_CALLS_PER_ROUND_MAX as u64 / 2;
+
 /// Attempts of a store snapshot before the run fails: a snapshot on a
 /// connection a database fault broke fails once and is retried on a new
 /// one.

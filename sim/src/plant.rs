@@ -27,6 +27,21 @@ pub const DRAINING_TRACKED: usize = 64;
 /// at most) has more offline at once, so only a fleet reaches it.
 pub const OFFLINE_TRACKED: usize = 64;
 
+/// How many expired replicas `maintenance-batch-shrinks` handles a call,
+/// whatever `max` the call passes: a 500-replica expiry at a batch of
+/// 1,000 takes 16 calls instead of one.
+pub const MAINTENANCE_SHRUNK_BATCH: u32 = 32;
+
+/// How long, in simulated milliseconds, a registry host under
+/// `publication-starves` must see no resolve before it lets a publication
+/// through: a stream of resolves closer than this starves it.
+pub const STARVING_QUIET_MS: u64 = 20;
+
+/// The longest `publication-starves` holds one publication, in simulated
+/// milliseconds (a bounded wait): longer than any scenario's routing
+/// stream, so under load a held publication lands after the load.
+pub const STARVING_WAIT_MS_MAX: u64 = 60_000;
+
 /// One planted bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -68,6 +83,17 @@ pub enum PlantedBug {
     /// reads as a cancel, and executions whose side effects ran answer
     /// `cancelled`.
     SharedStopSignal,
+    /// A registry host lets a publication through only once no resolve
+    /// has reached it for [`STARVING_QUIET_MS`]: writer starvation, a
+    /// publication queued behind a continuous stream of routing (as a
+    /// lock queue that favours readers does on PostgreSQL). No answer is
+    /// wrong; the publication lands late, or never.
+    PublicationStarves,
+    /// Lease maintenance handles at most [`MAINTENANCE_SHRUNK_BATCH`]
+    /// expired replicas a call whatever `max` it is passed, and answers
+    /// `more = true` while more remain: a mass expiry drains in many more
+    /// calls than ceil(n / batch).
+    MaintenanceBatchShrinks,
 }
 
 impl PlantedBug {
@@ -83,6 +109,8 @@ impl PlantedBug {
         all.push(PlantedBug::DrainLostInCrowd);
         all.push(PlantedBug::CircuitResetInCrowd);
         all.push(PlantedBug::SharedStopSignal);
+        all.push(PlantedBug::PublicationStarves);
+        all.push(PlantedBug::MaintenanceBatchShrinks);
         all
     }
 
@@ -99,6 +127,8 @@ impl PlantedBug {
             PlantedBug::DrainLostInCrowd => "drain-lost-in-crowd",
             PlantedBug::CircuitResetInCrowd => "circuit-reset-in-crowd",
             PlantedBug::SharedStopSignal => "shared-stop-signal",
+            PlantedBug::PublicationStarves => "publication-starves",
+            PlantedBug::MaintenanceBatchShrinks => "maintenance-batch-shrinks",
         }
     }
 
@@ -133,6 +163,12 @@ impl PlantedBug {
             PlantedBug::SharedStopSignal => {
                 "a replica keys executions by action and fence: a second execute's signal drops the first's, read as a cancel"
             }
+            PlantedBug::PublicationStarves => {
+                "a registry host holds a publication until no resolve has reached it for 20 ms"
+            }
+            PlantedBug::MaintenanceBatchShrinks => {
+                "lease maintenance handles 32 expired replicas a call whatever its batch, answering more"
+            }
         }
     }
 
@@ -158,6 +194,8 @@ impl PlantedBug {
             PlantedBug::DrainLostInCrowd => "0025_group_crash_and_drain.toml",
             PlantedBug::CircuitResetInCrowd => "0025_group_crash_and_drain.toml",
             PlantedBug::SharedStopSignal => "0002_duplicate_resolve_storm.toml",
+            PlantedBug::PublicationStarves => "0023_hot_tenant.toml",
+            PlantedBug::MaintenanceBatchShrinks => "0022_mass_expiry.toml",
         }
     }
 
@@ -182,6 +220,8 @@ impl PlantedBug {
             PlantedBug::DrainLostInCrowd => invariant::ELIGIBLE.0,
             PlantedBug::CircuitResetInCrowd => invariant::CIRCUIT.0,
             PlantedBug::SharedStopSignal => invariant::TRUTHFUL.0,
+            PlantedBug::PublicationStarves => invariant::PUBLICATION_PROGRESS.0,
+            PlantedBug::MaintenanceBatchShrinks => invariant::MAINTENANCE_DRAINS.0,
         }
     }
 
@@ -203,6 +243,7 @@ impl PlantedBug {
                 | PlantedBug::MaintainPageStopsEarly
                 | PlantedBug::DrainLostInCrowd
                 | PlantedBug::CircuitResetInCrowd
+                | PlantedBug::MaintenanceBatchShrinks
         )
     }
 

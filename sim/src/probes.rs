@@ -25,12 +25,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use connreg::{ActionId, FenceToken, HeartbeatOutcome, ReplicaId, ReplicaState, ResolveKind};
 
-use crate::plant::{DRAINING_TRACKED, MAINTENANCE_PAGE, OFFLINE_TRACKED, PlantedBug};
+use crate::plant::{
+    DRAINING_TRACKED, MAINTENANCE_PAGE, MAINTENANCE_SHRUNK_BATCH, OFFLINE_TRACKED, PlantedBug,
+    STARVING_QUIET_MS,
+};
 use crate::trace::{Event, FaultEvent, Record};
 use crate::wire::{Execution, Request, Response};
 
 /// Every fault tag of the trace (`FaultEvent`), as [`fault_kind`] names it.
-pub const FAULT_KINDS: [&str; 23] = [
+pub const FAULT_KINDS: [&str; 24] = [
     "crash",
     "restart",
     "partition",
@@ -47,6 +50,7 @@ pub const FAULT_KINDS: [&str; 23] = [
     "db_stall",
     "db_terminate",
     "db_restart",
+    "db_failover",
     "db_fault_end",
     "clock_jump",
     "zone_silence",
@@ -130,6 +134,7 @@ pub fn fault_kind(f: &FaultEvent) -> &'static str {
         FaultEvent::DbStall { .. } => "db_stall",
         FaultEvent::DbTerminate { .. } => "db_terminate",
         FaultEvent::DbRestart => "db_restart",
+        FaultEvent::DbFailover { .. } => "db_failover",
         FaultEvent::DbFaultEnd { .. } => "db_fault_end",
         FaultEvent::ClockJump { .. } => "clock_jump",
         FaultEvent::ZoneSilence { .. } => "zone_silence",
@@ -329,6 +334,11 @@ struct Route {
 ///   registers again while more than [`OFFLINE_TRACKED`] rows are offline.
 /// - `shared-stop-signal`: an `execute` reaches a replica while another
 ///   `execute` of the same action and fence there is unanswered.
+/// - `publication-starves`: a publication reaches a registry host that a
+///   resolve reached less than [`STARVING_QUIET_MS`] before.
+/// - `maintenance-batch-shrinks`: a maintenance answer expires at least
+///   [`MAINTENANCE_SHRUNK_BATCH`] replicas (the plant answers that many;
+///   without it more are expired at once).
 #[derive(Debug, Default)]
 pub struct Probes {
     hits: BTreeMap<String, u64>,
@@ -341,6 +351,10 @@ pub struct Probes {
     page_revisions: BTreeMap<String, connreg::Revision>,
     call_cursor: BTreeMap<u64, String>,
     open_actions: BTreeMap<String, BTreeSet<u64>>,
+    /// The time of the record being counted.
+    now_ms: u64,
+    /// When a resolve last reached each registry host.
+    last_resolve_ms: BTreeMap<String, u64>,
 }
 
 impl Probes {
@@ -377,6 +391,7 @@ impl Probes {
     /// Counts the probes one record fires.
     pub fn observe(&mut self, record: &Record) {
         use connreg::plant::Plant;
+        self.now_ms = record.t;
         match &record.event {
             Event::Fault(f) => {
                 self.fire(format!("fault:{}", fault_kind(f)));
@@ -495,7 +510,17 @@ impl Probes {
             open: true,
         };
         match req {
+            Request::Publish { .. } if to_registry => {
+                if self
+                    .last_resolve_ms
+                    .get(to)
+                    .is_some_and(|&t| self.now_ms < t + STARVING_QUIET_MS)
+                {
+                    self.plant(PlantedBug::PublicationStarves);
+                }
+            }
             Request::Resolve { request } if to_registry => {
+                self.last_resolve_ms.insert(to.to_string(), self.now_ms);
                 self.plant(PlantedBug::SpuriousUnavailable);
                 let n = self
                     .open_resolves
@@ -653,6 +678,9 @@ impl Probes {
                 }
                 if m.expired.len() >= MAINTENANCE_PAGE as usize {
                     self.plant(PlantedBug::MaintainPageStopsEarly);
+                }
+                if m.expired.len() >= MAINTENANCE_SHRUNK_BATCH as usize {
+                    self.plant(PlantedBug::MaintenanceBatchShrinks);
                 }
             }
             Response::Page { result } => {

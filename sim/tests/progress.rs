@@ -116,3 +116,278 @@ fn run_says_when_no_action_completed() {
     assert!(!said.contains("no action completed"), "{said}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+// Progress checkers: publications land (`publication_progress`) and lease
+// maintenance drains in bounded calls (`maintenance_drains`).
+
+use connreg_sim::check::invariant;
+use connreg_sim::{PlantedBug, Recheck, RunOptions, RunReport, TraceTarget, recheck, run};
+use serde_json::{Value, json};
+
+fn scenario_file(file: &str) -> Scenario {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(file);
+    Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run_seed_one(file: &str, plant: Option<PlantedBug>, trace: bool) -> RunReport {
+    let opts = RunOptions {
+        seed: 1,
+        plant,
+        trace: if trace {
+            TraceTarget::Memory
+        } else {
+            RunOptions::default().trace
+        },
+        ..RunOptions::default()
+    };
+    run(&scenario_file(file), &opts).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn count(report: &RunReport, (name, _): (&str, &str)) -> usize {
+    report
+        .violations
+        .iter()
+        .filter(|v| v.invariant == name)
+        .count()
+}
+
+/// The trace of a passing run, one JSON value a line.
+fn clean_trace(file: &str) -> Vec<Value> {
+    let mut report = run_seed_one(file, None, true);
+    assert!(report.ok(), "{file}: {:#?}", report.violations);
+    String::from_utf8(report.trace.take().expect("the trace was kept"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn recheck_lines(lines: &[Value]) -> Recheck {
+    let text: Vec<std::io::Result<String>> = lines
+        .iter()
+        .map(|v| Ok(serde_json::to_string(v).unwrap()))
+        .collect();
+    recheck(text.into_iter()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn only(verdict: &Recheck, (name, _): (&str, &str)) {
+    assert!(!verdict.violations.is_empty(), "{name} caught nothing");
+    let others: Vec<_> = verdict
+        .violations
+        .iter()
+        .filter(|v| v.invariant != name)
+        .collect();
+    assert!(others.is_empty(), "other checkers than {name}: {others:#?}");
+}
+
+#[test]
+fn a_publication_starved_by_routing_is_caught_by_publication_progress() {
+    // spec: LOCK-4
+    let plant = PlantedBug::PublicationStarves;
+    assert_eq!(plant.scenario(), "0023_hot_tenant.toml");
+    let report = run_seed_one(plant.scenario(), Some(plant), false);
+    assert!(
+        count(&report, invariant::PUBLICATION_PROGRESS) > 0,
+        "{:#?}",
+        report.violations
+    );
+    // The plant answers nothing wrong: the only symptom is the delay.
+    let others: Vec<_> = report
+        .violations
+        .iter()
+        .filter(|v| v.invariant != invariant::PUBLICATION_PROGRESS.0)
+        .collect();
+    assert!(others.is_empty(), "{others:#?}");
+    let clean = run_seed_one(plant.scenario(), None, false);
+    assert!(clean.ok(), "{:#?}", clean.violations);
+}
+
+#[test]
+fn a_shrinking_maintenance_batch_is_caught_by_maintenance_drains() {
+    // spec: LEASE-2
+    let plant = PlantedBug::MaintenanceBatchShrinks;
+    assert_eq!(plant.scenario(), "0022_mass_expiry.toml");
+    let report = run_seed_one(plant.scenario(), Some(plant), false);
+    assert!(
+        report.violations.iter().any(|v| {
+            v.invariant == invariant::MAINTENANCE_DRAINS.0 && v.detail.contains("ceil(n / batch)")
+        }),
+        "the call bound did not catch it: {:#?}",
+        report.violations
+    );
+    assert!(
+        report.violations.iter().any(|v| {
+            v.invariant == invariant::MAINTENANCE_DRAINS.0
+                && v.detail
+                    .contains("handled 32 expired replicas of a batch of 1000")
+        }),
+        "the short batch was not caught: {:#?}",
+        report.violations
+    );
+    let clean = run_seed_one(plant.scenario(), None, false);
+    assert!(clean.ok(), "{:#?}", clean.violations);
+}
+
+#[test]
+fn clean_scenarios_pass_the_progress_checkers() {
+    // spec: LOCK-4, LEASE-2
+    for file in [
+        "0001_steady_state.toml",
+        "0004_replica_crash_mid_action.toml",
+        "0007_publications_during_paged_reads.toml",
+        "0011_partition_with_lease_churn.toml",
+        "0013_registry_host_crash_restart.toml",
+    ] {
+        let report = run_seed_one(file, None, false);
+        assert_eq!(count(&report, invariant::PUBLICATION_PROGRESS), 0, "{file}");
+        assert_eq!(count(&report, invariant::MAINTENANCE_DRAINS), 0, "{file}");
+        assert!(report.ok(), "{file}: {:#?}", report.violations);
+    }
+}
+
+/// 0001's trace with its bound on publications set to 100 ms and a first
+/// attempt of its first publication, lost on the way, sent at 100 ms: the
+/// answer that commits it (at 254 ms) comes 154 ms after the first attempt.
+fn late_publication(lines: &mut Vec<Value>) -> usize {
+    let start = lines.iter().position(|v| v["ev"] == "start").unwrap();
+    lines[start]["expect"]["publish_within_ms"] = json!(100);
+    let first = lines
+        .iter()
+        .position(|v| v["ev"] == "rpc" && v["req"]["op"] == "publish")
+        .expect("0001 publishes");
+    assert!(lines[first]["t"].as_u64().unwrap() > 200);
+    let at = lines
+        .iter()
+        .position(|v| v["t"].as_u64().unwrap() >= 100)
+        .unwrap();
+    let attempt = json!({
+        "t": 100, "ev": "rpc", "id": 0, "from": "admin", "to": "registry-1",
+        "req": lines[first]["req"].clone(),
+    });
+    lines.insert(at, attempt);
+    at
+}
+
+#[test]
+fn a_late_publication_in_a_trace_is_caught_by_publication_progress() {
+    // spec: LOCK-4
+    let mut lines = clean_trace("0001_steady_state.toml");
+    late_publication(&mut lines);
+    let verdict = recheck_lines(&lines);
+    only(&verdict, invariant::PUBLICATION_PROGRESS);
+    assert!(
+        verdict.violations[0]
+            .detail
+            .contains("first sent at 100 ms"),
+        "{:#?}",
+        verdict.violations
+    );
+}
+
+#[test]
+fn a_publication_delayed_by_a_database_fault_or_a_partition_is_excused() {
+    // spec: LOCK-4 (only the time a fault explains is excused)
+    let mut lines = clean_trace("0001_steady_state.toml");
+    let at = late_publication(&mut lines);
+    lines.insert(
+        at,
+        json!({"t": 100, "ev": "fault", "fault": "db_terminate", "sessions": 3}),
+    );
+    lines.insert(
+        at + 1,
+        json!({"t": 100, "ev": "fault", "fault": "db_fault_end", "kind": "db_terminate"}),
+    );
+    let verdict = recheck_lines(&lines);
+    assert_eq!(verdict.violations.len(), 0, "{:#?}", verdict.violations);
+
+    let mut lines = clean_trace("0001_steady_state.toml");
+    let at = late_publication(&mut lines);
+    let repair = lines
+        .iter()
+        .position(|v| v["t"].as_u64().unwrap() >= 200)
+        .unwrap();
+    lines.insert(
+        repair,
+        json!({"t": 200, "ev": "fault", "fault": "repair", "a": ["admin"], "b": ["registry-*"], "oneway": false}),
+    );
+    lines.insert(
+        at,
+        json!({"t": 100, "ev": "fault", "fault": "partition", "a": ["admin"], "b": ["registry-*"], "oneway": false}),
+    );
+    let verdict = recheck_lines(&lines);
+    assert_eq!(verdict.violations.len(), 0, "{:#?}", verdict.violations);
+}
+
+#[test]
+fn a_slow_drain_in_a_trace_is_caught_by_maintenance_drains() {
+    // spec: LEASE-2
+    // 0004's maintenance expires r1 once; the edit has that answer and
+    // every later one say `more = true`, a drain that never ends.
+    let mut lines = clean_trace("0004_replica_crash_mid_action.toml");
+    let maintained = |v: &Value| {
+        v["ev"] == "reply" && v["resp"]["op"] == "maintain" && v["resp"]["result"]["Ok"].is_object()
+    };
+    let first = lines
+        .iter()
+        .position(|v| {
+            maintained(v)
+                && v["resp"]["result"]["Ok"]["expired"]
+                    .as_array()
+                    .is_some_and(|e| !e.is_empty())
+        })
+        .expect("0004 expires a replica");
+    let mut edited = 0;
+    for v in lines.iter_mut().skip(first) {
+        if maintained(v) {
+            v["resp"]["result"]["Ok"]["more"] = json!(true);
+            edited += 1;
+        }
+    }
+    assert!(edited > 4, "only {edited} maintenance answers to edit");
+    let verdict = recheck_lines(&lines);
+    only(&verdict, invariant::MAINTENANCE_DRAINS);
+    assert!(
+        verdict
+            .violations
+            .iter()
+            .any(|v| v.detail.contains("ceil(n / batch)")),
+        "{:#?}",
+        verdict.violations
+    );
+}
+
+#[test]
+fn a_publication_answered_unavailable_with_no_fault_never_lands() {
+    // spec: LOCK-4 (on PostgreSQL a publication starved of the catalog lock
+    // is answered unavailable; the operator does not retry an answer)
+    let mut lines = clean_trace("0001_steady_state.toml");
+    let i = lines
+        .iter()
+        .position(|v| v["ev"] == "reply" && v["resp"]["op"] == "publish")
+        .expect("0001 publishes");
+    lines[i]["resp"]["result"] =
+        json!({"Err": {"kind": "unavailable", "message": "the catalog stayed busy"}});
+    let verdict = recheck_lines(&lines);
+    assert!(
+        verdict.violations.iter().any(|v| {
+            v.invariant == invariant::PUBLICATION_PROGRESS.0 && v.detail.contains("never lands")
+        }),
+        "{:#?}",
+        verdict.violations
+    );
+}
+
+#[test]
+fn a_publication_bound_outside_its_limits_is_refused_naming_the_key() {
+    // spec: LOCK-4
+    let bound = connreg_sim::limits::PUBLISH_WITHIN_MS;
+    for within in [0, bound + 1] {
+        let text = format!("{STANDARD_SCENARIO}\n[expect]\npublish_within_ms = {within}\n");
+        let err = refusal(&text);
+        assert!(err.contains("expect.publish_within_ms"), "{err}");
+    }
+    let ok = format!("{STANDARD_SCENARIO}\n[expect]\npublish_within_ms = {bound}\n");
+    Scenario::parse("s.toml", &ok).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -10,6 +10,7 @@ use crate::wire::{Request, Response};
 impl Checker {
     pub(super) fn finish_checks(&mut self) {
         self.run_deferred(true);
+        self.check_publications_overdue(self.now_ms);
         let carried = |f: FenceToken| self.issued_by_answer.contains(&f);
         let orphans = self
             .fates

@@ -32,6 +32,10 @@
 //! - `orphan`: `no_orphan_reservation`, how actions ended.
 //! - `leak`: `no_leaked_reservation`, reservations no caller will settle.
 //! - `progress`: `lease_progress`, maintenance that finishes its work.
+//! - `drain`: `maintenance_drains`, maintenance that drains in bounded
+//!   calls.
+//! - `publication`: `publication_progress`, publications that land, and
+//!   the time faults excuse.
 //! - `finish`: the end-of-run checks.
 //! - `recheck`: re-checking a trace file.
 //!
@@ -55,6 +59,8 @@
 //! | `no_orphan_reservation` | ROUTE-8, SETTLE-1 | at the end, a reservation is held by an action every dispatcher ended |
 //! | `no_leaked_reservation` | PIN-5, PIN-6 | after the heal, a reservation is held by no live action (a crashed dispatcher's, never reconciled) |
 //! | `lease_progress` | LEASE-2 | a replica whose lease ended is not offline within `expect.offline_within_ms` (scenarios that set it) |
+//! | `maintenance_drains` | LEASE-2 | a maintenance drain takes more than ceil(n / batch) + `MAINTENANCE_DRAIN_SLACK_CALLS` answered calls for the n replicas expired when it began, or (deterministic traces) a call handles fewer than `max` yet answers `more = true` |
+//! | `publication_progress` | LOCK-4, CAT-3 | a publication is not committed within `expect.publish_within_ms` (default `PUBLISH_WITHIN_MS`) of its first attempt, not counting database fault windows, network faults between the operator and a registry host, and registry host crashes |
 //! | `liveness` | SIM-3 | a surviving dispatcher's action has not ended by the deadline after the heal |
 //! | `expectation` | SIM-2 | a counter the scenario expects is out of bounds (a fault that never fired) |
 
@@ -64,12 +70,14 @@ mod catalog;
 mod context;
 mod deferred;
 mod disclosure;
+mod drain;
 mod eligible;
 mod failover;
 mod finish;
 mod leak;
 mod orphan;
 mod progress;
+mod publication;
 mod recheck;
 mod resolve;
 mod settlement;
@@ -138,6 +146,10 @@ pub mod invariant {
     /// See the module table.
     pub const LEASE_PROGRESS: (&str, &str) = ("lease_progress", "LEASE-2");
     /// See the module table.
+    pub const MAINTENANCE_DRAINS: (&str, &str) = ("maintenance_drains", "LEASE-2");
+    /// See the module table.
+    pub const PUBLICATION_PROGRESS: (&str, &str) = ("publication_progress", "LOCK-4 CAT-3");
+    /// See the module table.
     pub const EXPECTATION: (&str, &str) = ("expectation", "SIM-2");
     /// The harness itself failed (a malformed trace, a step budget).
     pub const RUN: (&str, &str) = ("run", "SIM-1");
@@ -167,6 +179,10 @@ pub struct Checker {
     store_counts: accounting::StoreCounts,
     /// The replicas not offline, by lease end (`lease_progress`).
     lease_progress: progress::LeaseProgress,
+    /// The drain in progress (`maintenance_drains`).
+    drains: drain::Drains,
+    /// The publications in flight (`publication_progress`).
+    publication_progress: publication::PublicationProgress,
     store_scopes: BTreeMap<ScopeId, ScopeRow>,
     store_routes: BTreeMap<ActionId, RouteRecord>,
     replica_model: BTreeMap<ReplicaId, (ReplicaState, bool)>,
@@ -278,7 +294,9 @@ impl Checker {
             }
             _ => {}
         }
+        self.publication_progress.excuses.advance(record.t);
         self.observe_event(record);
+        self.check_publications_overdue(record.t);
         if self.found.len() > before {
             let event = context::of_event(&record.event, &self.call_action);
             let mut found = std::mem::take(&mut self.found);
@@ -311,6 +329,7 @@ impl Checker {
                 self.catalogs.insert(*revision, base.apply(publication));
                 self.max_published = *revision;
                 for r in replicas {
+                    self.drains.capacity_max = self.drains.capacity_max.max(r.capacity);
                     self.specs.insert(r.id.clone(), r.clone());
                 }
             }
@@ -324,6 +343,11 @@ impl Checker {
                     );
                     self.executes.insert(*id, key);
                 }
+                match req {
+                    Request::Publish { publication } => self.publication_sent(from, publication, t),
+                    Request::Maintain { .. } => self.drains.sent(*id),
+                    _ => {}
+                }
                 self.on_request(from, to, req);
                 self.calls.insert(*id, (from.clone(), req.clone()));
             }
@@ -336,7 +360,7 @@ impl Checker {
                 released,
                 ..
             } => {
-                let Some((_, req)) = self.calls.remove(id) else {
+                let Some((caller, req)) = self.calls.remove(id) else {
                     self.violate(
                         invariant::RUN,
                         format!("reply {id} from {from} to no request"),
@@ -357,6 +381,20 @@ impl Checker {
                 self.check_released(&req, resp, released.as_deref());
                 self.on_reply(&req, resp, *lost, t);
                 self.follow_fates(*id, &req, resp);
+                match (&req, resp) {
+                    (Request::Publish { publication }, Response::Publish { result }) => self
+                        .publication_answered(
+                            &caller,
+                            publication,
+                            result.as_ref().err().map(|e| e.kind.as_str()),
+                            t,
+                        ),
+                    (Request::Maintain { params }, Response::Maintain { result: Ok(m) }) => {
+                        self.drain_answered(params.max, m, *lost, t)
+                    }
+                    (Request::Maintain { .. }, _) => self.drains.interrupted(),
+                    _ => {}
+                }
             }
             Event::Delivered { id } => {
                 let detail = match self.replied.get(id) {
@@ -375,6 +413,7 @@ impl Checker {
                     self.violate(invariant::RUN, detail);
                 }
                 self.delivered.insert(*id);
+                self.drains.ended(*id, false);
             }
             Event::RpcFailed { id, .. } => {
                 self.counters.rpc_failures += 1;
@@ -385,6 +424,7 @@ impl Checker {
                     );
                 }
                 self.failed.insert(*id);
+                self.drains.ended(*id, true);
             }
             Event::Ledger {
                 rpc,
@@ -667,6 +707,7 @@ impl Checker {
 
     fn on_fault(&mut self, f: &FaultEvent, t: u64) {
         self.db_faults.on_fault(f, t);
+        self.publication_progress.excuses.on_fault(f, t);
         match f {
             FaultEvent::Crash { hosts } => {
                 self.counters.crashes += hosts.len() as u64;

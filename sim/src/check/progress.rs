@@ -46,6 +46,12 @@ impl LeaseProgress {
         self.none_left_at = Some(now);
     }
 
+    /// How many replicas not offline had their lease end by `now`
+    /// (`maintenance_drains`, once per drain).
+    pub(super) fn ended_by(&self, now: Timestamp) -> u64 {
+        self.due.iter().take_while(|(end, _)| *end <= now).count() as u64
+    }
+
     /// The replicas whose lease ended more than `within_ms` before `now`,
     /// taken out (each lease is reported once).
     fn overdue(&mut self, now: Timestamp, within_ms: u64) -> Vec<(Timestamp, ReplicaId)> {

@@ -29,14 +29,42 @@ const SPURIOUS_UNAVAILABLE_RATIO: f64 = 0.1;
 pub(crate) async fn run<B: Backend>(ctx: Rc<Ctx>, store: Store<B>, me: String) -> turmoil::Result {
     let (_, rng) = ctx.start(&me);
     let rng = Rc::new(std::cell::RefCell::new(rng));
+    let last_resolve = Rc::new(std::cell::Cell::new(0u64));
     let handler = Rc::new(move |envelope: Envelope| {
         let ctx = ctx.clone();
         let store = store.clone();
         let me = me.clone();
         let rng = rng.clone();
-        async move { handle(&ctx, &store, &me, &rng, envelope).await }
+        let last_resolve = last_resolve.clone();
+        async move {
+            if ctx.plant == Some(PlantedBug::PublicationStarves) {
+                starve(&ctx, &last_resolve, &envelope.request).await;
+            }
+            handle(&ctx, &store, &me, &rng, envelope).await
+        }
     });
     serve(REGISTRY_PORT, handler).await
+}
+
+/// The `publication-starves` plant: a resolve notes when it arrived; a
+/// publication waits, a tick at a time, until no resolve has arrived for
+/// [`crate::plant::STARVING_QUIET_MS`] (at most
+/// [`crate::plant::STARVING_WAIT_MS_MAX`]).
+async fn starve(ctx: &Ctx, last_resolve: &std::cell::Cell<u64>, request: &Request) {
+    use crate::plant::{STARVING_QUIET_MS, STARVING_WAIT_MS_MAX};
+    match request {
+        Request::Resolve { .. } => last_resolve.set(ctx.now_ms()),
+        Request::Publish { .. } => {
+            let since = ctx.now_ms();
+            let tick = ctx.scenario.scenario.tick_ms.max(1);
+            while ctx.now_ms() < last_resolve.get().saturating_add(STARVING_QUIET_MS)
+                && ctx.now_ms() < since.saturating_add(STARVING_WAIT_MS_MAX)
+            {
+                super::sleep_ms(tick).await;
+            }
+        }
+        _ => {}
+    }
 }
 
 async fn handle<B: Backend>(

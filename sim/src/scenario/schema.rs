@@ -737,6 +737,13 @@ pub struct Expect {
     /// `answer:maintain:more`, `plant:maintain-page-stops-early`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reach: Vec<String>,
+    /// A publication commits within this many milliseconds (simulated)
+    /// of the operator's first attempt, not counting the time a database
+    /// fault, a network fault between the operator and a registry host or
+    /// a registry host crash excuses (`publication_progress`). Defaults to
+    /// [`crate::limits::PUBLISH_WITHIN_MS`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_within_ms: Option<u64>,
 }
 
 impl Expect {
@@ -746,5 +753,6 @@ impl Expect {
             && self.at_most.is_empty()
             && self.offline_within_ms.is_none()
             && self.reach.is_empty()
+            && self.publish_within_ms.is_none()
     }
 }

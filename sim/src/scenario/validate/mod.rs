@@ -139,6 +139,15 @@ impl Validator<'_> {
             )?;
         }
         self.reach()?;
+        if let Some(within) = self.s.expect.publish_within_ms {
+            bounded(
+                At::Named,
+                "expect.publish_within_ms",
+                within,
+                1,
+                crate::limits::PUBLISH_WITHIN_MS,
+            )?;
+        }
         let l = &self.s.lifecycle;
         bounded(
             At::Named,
