@@ -62,6 +62,8 @@ pub(crate) enum Action {
     DbTerminate,
     DbRestart,
     DbFailover,
+    /// The standby is cut off from the primary's WAL.
+    DbDetachStandby,
     /// The window of a database fault of this kind ended.
     DbEnd(FaultKind),
     ZoneSilence(String),
@@ -205,6 +207,9 @@ pub(crate) fn schedule(s: &Scenario, hosts: &[String], rng: &mut SmallRng) -> Ve
                     FaultKind::DbFailover => Action::DbFailover,
                     _ => Action::DbRestart,
                 };
+                if let Some(detach) = f.detach_ms {
+                    push(detach, Action::DbDetachStandby);
+                }
                 push(f.at_ms, start);
                 // The window ends at `until_ms`, or one tick after the start.
                 let end = f.until_ms.unwrap_or(f.at_ms + s.scenario.tick_ms);
@@ -425,4 +430,6 @@ pub(crate) trait Database {
     /// Stops the primary immediately, promotes its standby and points the
     /// proxy at it; returns the real milliseconds without a primary.
     fn fail_over(&self) -> Result<u64, String>;
+    /// Cuts the standby off from the primary's WAL (asynchronous pairs).
+    fn detach_standby(&self) -> Result<(), String>;
 }

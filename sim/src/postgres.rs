@@ -279,5 +279,12 @@ mod faulty {
             self.proxy.switch_upstream(to);
             Ok(u64::try_from(without.as_millis()).unwrap_or(u64::MAX))
         }
+
+        fn detach_standby(&self) -> Result<(), String> {
+            let Some(pair) = &self.pair else {
+                return Err("detach_ms needs the run's own primary and standby".into());
+            };
+            pair.detach_standby().map_err(|e| e.to_string())
+        }
     }
 }

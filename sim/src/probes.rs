@@ -33,7 +33,7 @@ use crate::trace::{Event, FaultEvent, Record};
 use crate::wire::{Execution, Request, Response};
 
 /// Every fault tag of the trace (`FaultEvent`), as [`fault_kind`] names it.
-pub const FAULT_KINDS: [&str; 24] = [
+pub const FAULT_KINDS: [&str; 25] = [
     "crash",
     "restart",
     "partition",
@@ -51,6 +51,7 @@ pub const FAULT_KINDS: [&str; 24] = [
     "db_terminate",
     "db_restart",
     "db_failover",
+    "db_standby_detached",
     "db_fault_end",
     "clock_jump",
     "zone_silence",
@@ -135,6 +136,7 @@ pub fn fault_kind(f: &FaultEvent) -> &'static str {
         FaultEvent::DbTerminate { .. } => "db_terminate",
         FaultEvent::DbRestart => "db_restart",
         FaultEvent::DbFailover { .. } => "db_failover",
+        FaultEvent::DbStandbyDetached => "db_standby_detached",
         FaultEvent::DbFaultEnd { .. } => "db_fault_end",
         FaultEvent::ClockJump { .. } => "clock_jump",
         FaultEvent::ZoneSilence { .. } => "zone_silence",
@@ -510,14 +512,14 @@ impl Probes {
             open: true,
         };
         match req {
-            Request::Publish { .. } if to_registry => {
-                if self
-                    .last_resolve_ms
-                    .get(to)
-                    .is_some_and(|&t| self.now_ms < t + STARVING_QUIET_MS)
-                {
-                    self.plant(PlantedBug::PublicationStarves);
-                }
+            Request::Publish { .. }
+                if to_registry
+                    && self
+                        .last_resolve_ms
+                        .get(to)
+                        .is_some_and(|&t| self.now_ms < t + STARVING_QUIET_MS) =>
+            {
+                self.plant(PlantedBug::PublicationStarves);
             }
             Request::Resolve { request } if to_registry => {
                 self.last_resolve_ms.insert(to.to_string(), self.now_ms);

@@ -78,7 +78,7 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError
     let postgres = opts.backend == BackendKind::Postgres;
     if !postgres && scenario.has_database_faults() {
         return Err(RunError::Input(format!(
-            "scenario {}: database faults (db_cut, db_stall, db_terminate, db_restart) need --backend postgres",
+            "scenario {}: database faults (db_cut, db_stall, db_terminate, db_restart, db_failover) need --backend postgres",
             scenario.scenario.name
         )));
     }

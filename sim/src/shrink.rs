@@ -297,6 +297,7 @@ pub(crate) fn chaos_as_faults(s: &Scenario, seed: u64) -> Option<Vec<FaultSpec>>
             zone: None,
             group: None,
             fraction: None,
+            detach_ms: None,
         };
         // An end closes the first open fault of its kind on its hosts:
         // the starts and ends are the same either way.

@@ -379,6 +379,9 @@ pub enum FaultEvent {
         /// Real milliseconds without a primary (stop and promotion).
         without_primary_ms: u64,
     },
+    /// The standby was cut off from the primary's WAL (a `db_failover`'s
+    /// `detach_ms`); commits from now on are on the primary only.
+    DbStandbyDetached,
     /// A database fault's window ended; `unavailable` answers are allowed
     /// for the settle window after it (see `sim/TRACE.md`).
     DbFaultEnd {

@@ -645,9 +645,10 @@ impl<B: Backend> World<B> {
             | Action::DbTerminate
             | Action::DbRestart
             | Action::DbFailover => self.in_step.push(s.action),
-            Action::DbCut(CutMode::NextCommit) | Action::DbStall(_) | Action::DbEnd(_) => {
-                self.apply_database(s.action)
-            }
+            Action::DbCut(CutMode::NextCommit)
+            | Action::DbStall(_)
+            | Action::DbEnd(_)
+            | Action::DbDetachStandby => self.apply_database(s.action),
         }
     }
 
@@ -726,6 +727,13 @@ impl<B: Backend> World<B> {
                     self.checker.run_failure(format!("db_restart failed: {e}"));
                 }
                 FaultEvent::DbRestart
+            }
+            Action::DbDetachStandby => {
+                if let Err(e) = db.detach_standby() {
+                    self.checker
+                        .run_failure(format!("db_failover's detach_ms failed: {e}"));
+                }
+                FaultEvent::DbStandbyDetached
             }
             Action::DbFailover => match db.fail_over() {
                 Ok(ms) => FaultEvent::DbFailover {

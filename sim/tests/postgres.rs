@@ -79,6 +79,92 @@ on_postgres! {
     full_binding_lock_order_on_postgres => "0020_full_binding_lock_order.toml",
     // spec: PIN-5, PIN-6, PIN-7
     dispatcher_crash_reconciliation_on_postgres => "0021_dispatcher_crash_reconciliation.toml",
+    // spec: SIM-4, ROUTE-3, ROUTE-8 (a synchronous standby promoted mid-run)
+    db_failover_mid_resolve_on_postgres => "0026_db_failover_mid_resolve.toml",
+    // spec: SIM-4, SETTLE-2, SETTLE-4
+    db_failover_mid_settle_on_postgres => "0027_db_failover_mid_settle.toml",
+    // spec: SIM-4, LEASE-2
+    db_failover_during_maintenance_on_postgres => "0028_db_failover_during_maintenance.toml",
+}
+
+#[test]
+fn an_asynchronous_failover_loses_answered_commits_and_the_checkers_see_it() {
+    // spec: SIM-3, SIM-4
+    // 0026 on an asynchronous standby cut off 100 ms before the failover:
+    // the promoted standby lacks what the old primary committed since, and
+    // the answers said. The checkers must see the store go back: the
+    // reason a fleet runs a synchronous standby or accepts the risk.
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios/0026_db_failover_mid_resolve.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = text
+        .replacen(
+            "[registry]\nhosts = 2\n",
+            "[registry]\nhosts = 2\ndatabase_replication = \"asynchronous\"\n",
+            1,
+        )
+        .replacen(
+            "kind = \"db_failover\"\n",
+            "kind = \"db_failover\"\ndetach_ms = 200\n",
+            1,
+        );
+    let scenario = Scenario::parse("async_failover.toml", &text).unwrap();
+    let opts = RunOptions {
+        seed: 1,
+        backend: BackendKind::Postgres,
+        ..RunOptions::default()
+    };
+    let report = run(&scenario, &opts).unwrap();
+    let seen: std::collections::BTreeSet<&str> = report
+        .violations
+        .iter()
+        .map(|v| v.invariant.as_str())
+        .collect();
+    assert!(
+        seen.contains("capacity_accounting") && seen.contains("revision_by_publication"),
+        "the lost commits went unseen: {seen:?}"
+    );
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.detail.contains("again, after an answer released it")),
+        "{:#?}",
+        report.violations
+    );
+}
+
+#[test]
+fn a_failover_is_refused_where_it_cannot_happen() {
+    // spec: SIM-4
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios/0026_db_failover_mid_resolve.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    // Detaching a synchronous standby would hold every commit.
+    let sync_detach = text.replacen(
+        "kind = \"db_failover\"\n",
+        "kind = \"db_failover\"\ndetach_ms = 200\n",
+        1,
+    );
+    let e = Scenario::parse("sync_detach.toml", &sync_detach)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("detach_ms needs [registry] database_replication"),
+        "{e}"
+    );
+    // A second failover has no standby to promote.
+    let twice = format!("{text}\n[chaos]\ndb_failovers = 1\n");
+    let e = Scenario::parse("twice.toml", &twice)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fails over at most 1"), "{e}");
+    // The in-memory backend has no database to fail over.
+    let scenario = Scenario::parse("memory.toml", &text).unwrap();
+    let e = run(&scenario, &RunOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("need --backend postgres"), "{e}");
 }
 
 #[test]

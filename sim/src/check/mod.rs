@@ -742,6 +742,7 @@ impl Checker {
             FaultEvent::DbTerminate { .. } => self.counters.db_terminates += 1,
             FaultEvent::DbRestart => self.counters.db_restarts += 1,
             FaultEvent::DbFailover { .. } => self.counters.db_failovers += 1,
+            FaultEvent::DbStandbyDetached => {}
             FaultEvent::ZoneSilence { .. } => self.counters.zone_silences += 1,
             FaultEvent::GroupCrash { replicas, .. } => {
                 self.counters.group_crashes += replicas.len() as u64

@@ -173,6 +173,12 @@ pub struct FaultSpec {
     /// 0 and at most 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fraction: Option<f64>,
+    /// For `db_failover` with `[registry] database_replication =
+    /// "asynchronous"`: the standby is cut off from the primary's WAL at
+    /// this time, before the failover at `at_ms`, so the commits in
+    /// between are lost with the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detach_ms: Option<u64>,
 }
 
 /// `[chaos]`: faults drawn from the seed, on top of the scheduled ones.

@@ -144,8 +144,22 @@ impl Validator<'_> {
                     )?;
                     &["stall_ms", "until_ms"]
                 }
-                FaultKind::DbTerminate | FaultKind::DbRestart | FaultKind::DbFailover => {
-                    &["until_ms"]
+                FaultKind::DbTerminate | FaultKind::DbRestart => &["until_ms"],
+                FaultKind::DbFailover => {
+                    if let Some(detach) = f.detach_ms {
+                        ensure(detach < f.at_ms, key("detach_ms"), || {
+                            "detach_ms must be before at_ms (the standby is cut off before the failover)".into()
+                        })?;
+                        ensure(
+                            self.s.registry.database_replication
+                                == crate::scenario::DatabaseReplication::Asynchronous,
+                            key("detach_ms"),
+                            || {
+                                "detach_ms needs [registry] database_replication = \"asynchronous\": a synchronous primary would hold every commit waiting for the cut-off standby".into()
+                            },
+                        )?;
+                    }
+                    &["until_ms", "detach_ms"]
                 }
                 FaultKind::ZoneSilence => {
                     let zone = f.zone.as_deref().unwrap_or_default();
@@ -206,6 +220,7 @@ impl Validator<'_> {
                 ("zone", f.zone.is_some()),
                 ("group", f.group.is_some()),
                 ("fraction", f.fraction.is_some()),
+                ("detach_ms", f.detach_ms.is_some()),
             ];
             for (name, is) in present {
                 ensure(!is || allowed.contains(&name), at, || {
