@@ -190,7 +190,8 @@ async fn calls_after_the_servers_sessions_die_are_served_on_fresh_connections() 
     // A resolve is idempotent by action: retried once on a new connection.
     let second = registry.route_resolve(request("a2", "t0")).await.unwrap();
     assert_eq!(second.kind, ResolveKind::Created);
-    // A transaction that could not begin wrote nothing: retried once.
+    // A transaction that could not begin wrote nothing: its dead
+    // connections are closed and it begins on a fresh one.
     assert!(terminate_data_sessions(&mut admin).await >= 1);
     tokio::time::sleep(Duration::from_millis(50)).await;
     registry

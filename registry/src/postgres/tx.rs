@@ -68,22 +68,27 @@ impl Drop for Closing<'_> {
     }
 }
 
-/// A pooled connection on which a transaction has begun; a dead one is
-/// replaced once, since nothing was written on it.
+/// A pooled connection on which a transaction has begun. A dead one is
+/// closed and replaced, since nothing was written on it: after the server
+/// ended every session, each idle connection in the pool is dead, so up to
+/// the pool's size of them are tried and closed before a new one is
+/// opened (one more attempt).
 pub(crate) async fn begun(pool: &PgPool) -> Result<PoolConnection<Postgres>> {
-    let mut conn = pool.acquire().await.map_err(db)?;
-    match sqlx::query("BEGIN").execute(&mut *conn).await {
-        Ok(_) => Ok(conn),
-        Err(e) => {
-            let e = db(e);
-            conn.close_on_drop();
-            drop(conn);
-            if !health::lost_connection(&e) {
-                return Err(e);
+    let attempts = pool.options().get_max_connections().saturating_add(1);
+    let mut attempt = 1;
+    loop {
+        let mut conn = pool.acquire().await.map_err(db)?;
+        match sqlx::query("BEGIN").execute(&mut *conn).await {
+            Ok(_) => return Ok(conn),
+            Err(e) => {
+                let e = db(e);
+                conn.close_on_drop();
+                drop(conn);
+                if !health::lost_connection(&e) || attempt >= attempts {
+                    return Err(e);
+                }
+                attempt += 1;
             }
-            let mut conn = pool.acquire().await.map_err(db)?;
-            sqlx::query("BEGIN").execute(&mut *conn).await.map_err(db)?;
-            Ok(conn)
         }
     }
 }
