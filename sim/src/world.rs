@@ -11,13 +11,10 @@
 //! randomness only affects `select!` without `biased`, which this crate
 //! does not use, so `--cfg tokio_unstable` is not needed.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use connreg::{
-    ActionId, ChangeCursor, ManualClock, ReplicaId, RouteRecord, ScopeId, StoreSnapshot, Timestamp,
-};
+use connreg::{ChangeCursor, ManualClock, Timestamp};
 
 use crate::backend::{Backend, Store};
 use crate::check::Checker;
@@ -34,8 +31,7 @@ use crate::scenario::{
     CutMode, FaultKind, Scenario, dispatcher_host, reader_host, registry_host, replica_host,
 };
 use crate::trace::{
-    EndInfo, Event, FaultEvent, LeaseRow, ReplicaRow, RouteStateRow, ScopeRow, Sink, Snapshot,
-    StartInfo, TRACE_FORMAT, TraceWriter, Violation,
+    EndInfo, Event, FaultEvent, Sink, StartInfo, TRACE_FORMAT, TraceWriter, Violation,
 };
 
 /// The registry clock at the start of every run, in milliseconds. Any
@@ -50,6 +46,9 @@ const IN_STEP_FAULT_DELAY: Duration = Duration::from_micros(1_500);
 /// Turmoil's simulated epoch (2023-11-14), fixed so nothing depends on
 /// when a run happens.
 const EPOCH_SECS: u64 = 1_700_000_000;
+
+mod mirror;
+use mirror::Mirror;
 
 /// What the world needs besides the scenario and the store.
 pub(crate) struct WorldParams {
@@ -112,85 +111,6 @@ impl RunReport {
     /// True when every invariant and expectation held.
     pub fn ok(&self) -> bool {
         self.violation_count == 0
-    }
-}
-
-/// The store as the checkers last saw it, to emit only what changed. It is
-/// kept from the store's change feed: each read lists the rows written
-/// since the previous one (or every row, from a backend without a feed),
-/// and a listed row is emitted only when it differs from the mirror's, so
-/// the trace is the same whichever way the rows came.
-#[derive(Default)]
-struct Mirror {
-    revision: Option<connreg::Revision>,
-    replicas: BTreeMap<ReplicaId, ReplicaRow>,
-    scopes: BTreeMap<ScopeId, ScopeRow>,
-    routes: BTreeMap<ActionId, RouteRecord>,
-}
-
-impl Mirror {
-    fn diff(&mut self, snap: StoreSnapshot) -> Option<Snapshot> {
-        let mut out = Snapshot {
-            revision: snap.revision,
-            replicas: Vec::new(),
-            scopes: Vec::new(),
-            routes: Vec::new(),
-            leases: Vec::new(),
-            route_states: Vec::new(),
-        };
-        for r in &snap.replicas {
-            let row = ReplicaRow::from(r);
-            match self.replicas.get_mut(&row.id) {
-                Some(old) if *old == row => {}
-                Some(old) => {
-                    match LeaseRow::of(old, &row) {
-                        Some(lease) => out.leases.push(lease),
-                        None => out.replicas.push(row.clone()),
-                    }
-                    *old = row;
-                }
-                None => {
-                    self.replicas.insert(row.id.clone(), row.clone());
-                    out.replicas.push(row);
-                }
-            }
-        }
-        for s in &snap.scopes {
-            let row = ScopeRow::from(s);
-            if self.scopes.get(&row.id) != Some(&row) {
-                self.scopes.insert(row.id.clone(), row.clone());
-                out.scopes.push(row);
-            }
-        }
-        for r in snap.routes {
-            match self.routes.get_mut(&r.assignment.identity.action) {
-                Some(old) if *old == r => {}
-                Some(old) => {
-                    match RouteStateRow::of(old, &r) {
-                        Some(state) => out.route_states.push(state),
-                        None => out.routes.push(r.clone()),
-                    }
-                    *old = r;
-                }
-                None => {
-                    self.routes
-                        .insert(r.assignment.identity.action.clone(), r.clone());
-                    out.routes.push(r);
-                }
-            }
-        }
-        let revision_changed = self.revision != Some(snap.revision);
-        self.revision = Some(snap.revision);
-        let empty = out.replicas.is_empty()
-            && out.scopes.is_empty()
-            && out.routes.is_empty()
-            && out.leases.is_empty()
-            && out.route_states.is_empty();
-        if empty && !revision_changed {
-            None
-        } else {
-            Some(out)
-        }
     }
 }
 
