@@ -71,20 +71,7 @@ struct Owner {
 pub(crate) fn start(bindir: &Path, settings: Settings) -> Result<Cluster, ProvisionError> {
     let started_at = Instant::now();
     let owner = owner_when_root()?;
-    let dir = make_private_dir(owner)?;
-    let data = dir.join("data");
-    let log_file = dir.join("server.log");
-    // Armed before anything is put in the folder, so that even a failed or
-    // interrupted start leaves nothing behind.
-    let cleanup = supervisor::arm(
-        &supervisor::local_cluster_script(LOCAL_STOP_TIMEOUT_S),
-        &[dir.as_os_str(), data.as_os_str()],
-    )
-    .map_err(|error| {
-        failed(format!(
-            "could not start the cleanup supervisor (sh): {error}"
-        ))
-    })?;
+    let (dir, data, log_file, cleanup) = cluster_dir(owner)?;
 
     initdb(bindir, &data, owner)?;
     configure(&data, &dir, settings)?;
@@ -113,18 +100,7 @@ pub(crate) fn start_standby(
 ) -> Result<Cluster, ProvisionError> {
     let started_at = Instant::now();
     let owner = primary.owner;
-    let dir = make_private_dir(owner)?;
-    let data = dir.join("data");
-    let log_file = dir.join("server.log");
-    let cleanup = supervisor::arm(
-        &supervisor::local_cluster_script(LOCAL_STOP_TIMEOUT_S),
-        &[dir.as_os_str(), data.as_os_str()],
-    )
-    .map_err(|error| {
-        failed(format!(
-            "could not start the cleanup supervisor (sh): {error}"
-        ))
-    })?;
+    let (dir, data, log_file, cleanup) = cluster_dir(owner)?;
     let mut backup = as_owner(
         Command::new(primary.bindir.join("pg_basebackup")),
         owner,
@@ -357,6 +333,28 @@ impl Cluster {
             command::tail(&read_from(&self.log_file, log_start))
         )))
     }
+}
+
+/// A new private folder for a cluster, with its data folder and log paths,
+/// and the supervisor that removes it: armed before anything is put in the
+/// folder, so that even a failed or interrupted start leaves nothing
+/// behind.
+fn cluster_dir(
+    owner: Option<Owner>,
+) -> Result<(PathBuf, PathBuf, PathBuf, CleanupGuard), ProvisionError> {
+    let dir = make_private_dir(owner)?;
+    let data = dir.join("data");
+    let log_file = dir.join("server.log");
+    let cleanup = supervisor::arm(
+        &supervisor::local_cluster_script(LOCAL_STOP_TIMEOUT_S),
+        &[dir.as_os_str(), data.as_os_str()],
+    )
+    .map_err(|error| {
+        failed(format!(
+            "could not start the cleanup supervisor (sh): {error}"
+        ))
+    })?;
+    Ok((dir, data, log_file, cleanup))
 }
 
 fn owner_when_root() -> Result<Option<Owner>, ProvisionError> {
