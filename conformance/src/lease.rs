@@ -295,6 +295,7 @@ pub async fn maintenance_releases_reservations_as_lease_expired<H: Harness>(harn
         fence: a.reservation.fence,
         replica: a.destination.replica.clone(),
         scopes: a.reservation.scopes.clone(),
+        reason: connreg::ReleaseReason::LeaseExpired,
     };
     assert_eq!(m.releases, vec![named(&a1), named(&a2)]);
     assert_ne!(g.destination.replica, a1.destination.replica);

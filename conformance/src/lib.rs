@@ -43,6 +43,7 @@ pub mod check;
 pub mod determinism;
 pub mod fixture;
 pub mod harness;
+pub mod hold;
 pub mod lease;
 pub mod memory;
 pub mod model;
@@ -182,6 +183,11 @@ macro_rules! conformance_tests {
             leases_follow_the_injected_clock_only,
             lifecycle_bad_input_is_refused_and_changes_nothing,
             health_sequence_past_its_bound_is_refused,
+        ] }
+        $crate::__conformance_area! { $harness; hold: [
+            a_reservation_is_released_once_its_hold_passes,
+            holds_are_released_oldest_first_within_the_batch,
+            a_hold_outside_its_bounds_is_refused,
         ] }
         $crate::__conformance_area! { $harness; status: [
             status_counts_match_the_store,

@@ -23,7 +23,7 @@ const AREAS: [(&str, u32); 10] = [
     ("REC", 8),
     ("CAT", 10),
     ("ROUTE", 11),
-    ("PIN", 7),
+    ("PIN", 8),
     ("SETTLE", 6),
     ("LEASE", 4),
     ("AUTH", 8),
@@ -121,13 +121,14 @@ fn ids_after(marker_rest: &str) -> Vec<String> {
 /// The conformance suite's modules that hold tests (the rest is support):
 /// each is `conformance/src/{module}.rs` or a module directory
 /// `conformance/src/{module}/` (every file under it).
-const SUITE_MODULES: [&str; 11] = [
+const SUITE_MODULES: [&str; 12] = [
     "records",
     "catalog",
     "route",
     "pin",
     "settle",
     "lease",
+    "hold",
     "status",
     "race",
     "model",

@@ -7,13 +7,14 @@ use std::path::Path;
 
 /// The modules whose `pub async fn name<H: Harness>` items are tests the
 /// macro must list (determinism is run by the in-memory backend only).
-const AREAS: [&str; 9] = [
+const AREAS: [&str; 10] = [
     "records",
     "catalog",
     "route",
     "pin",
     "settle",
     "lease",
+    "hold",
     "status",
     "race",
     "snapshots",

@@ -66,7 +66,7 @@ pub use records::{
 };
 pub use request::{
     Change, CircuitPolicy, CrossRegion, HeartbeatOutcome, HeartbeatParams, MaintainParams,
-    Maintained, Publication, RegisterParams, RegistryConfig, ReleasedReservation, ResolveKind,
-    Resolved, RouteRequest, SettleParams, Settled, StatusReport, TopologyPreference,
+    Maintained, Publication, RegisterParams, RegistryConfig, ReleaseReason, ReleasedReservation,
+    ResolveKind, Resolved, RouteRequest, SettleParams, Settled, StatusReport, TopologyPreference,
 };
 pub use text::SharedText;

@@ -87,6 +87,18 @@ pub const LEASE_MAINTENANCE_RESERVATIONS_MAX: u32 = 10_000;
 /// Longest lease a heartbeat may grant, in milliseconds.
 pub const LEASE_TTL_MS_MAX: u64 = 10 * 60 * 1000;
 
+/// How long a reservation is held, in milliseconds, before lease
+/// maintenance releases it whoever still holds it (PIN-8), unless the
+/// configuration says otherwise: one hour, far beyond any dispatch.
+pub const RESERVATION_HOLD_MS_DEFAULT: u64 = 60 * 60 * 1000;
+
+/// Shortest reservation hold a configuration may set, in milliseconds.
+pub const RESERVATION_HOLD_MS_MIN: u64 = 100;
+
+/// Longest reservation hold a configuration may set, in milliseconds:
+/// seven days.
+pub const RESERVATION_HOLD_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
+
 /// Most attempts to lock a candidate replica when others hold the rows.
 pub const ROUTE_LOCK_ATTEMPTS_MAX: u32 = 8;
 

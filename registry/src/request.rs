@@ -10,7 +10,7 @@ use crate::id::{
 };
 use crate::limits::{
     CIRCUIT_THRESHOLD_MAX, LEASE_MAINTENANCE_BATCH_MAX, LEASE_TTL_MS_MAX, PUBLICATION_CHANGES_MAX,
-    TEXT_BYTES_MAX,
+    RESERVATION_HOLD_MS_DEFAULT, RESERVATION_HOLD_MS_MAX, RESERVATION_HOLD_MS_MIN, TEXT_BYTES_MAX,
 };
 use crate::records::{
     AdmissionScope, Binding, CapabilityDefinition, ConnectorType, ConnectorVersion, Instance,
@@ -200,6 +200,19 @@ impl MaintainParams {
     }
 }
 
+/// Why lease maintenance released a reservation.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseReason {
+    /// Its replica's lease ended (LEASE-2).
+    #[default]
+    LeaseExpired,
+    /// It was held longer than the configured reservation hold (PIN-8).
+    HoldExpired,
+}
+
 /// One reservation a call released: which action's, at which fence, and
 /// the replica and scopes that got their unit back.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -213,6 +226,9 @@ pub struct ReleasedReservation {
     pub replica: ReplicaId,
     /// The admission scopes that got a unit back, in order.
     pub scopes: std::collections::BTreeSet<crate::id::ScopeId>,
+    /// Why it was released.
+    #[serde(default)]
+    pub reason: ReleaseReason,
 }
 
 /// What one maintenance batch did.
@@ -220,13 +236,15 @@ pub struct ReleasedReservation {
 pub struct Maintained {
     /// Replicas marked offline, in the order processed.
     pub expired: Vec<ReplicaId>,
-    /// Reservations released as `lease_expired`: as many as `releases`.
+    /// Reservations released as `lease_expired`, whether their replica's
+    /// lease or their own hold ended: as many as `releases`.
     pub released: u32,
     /// The reservations released, in action order (LEASE-2), so a caller
     /// can tell exactly which were freed.
     #[serde(default)]
     pub releases: Vec<ReleasedReservation>,
-    /// True when more expired replicas remain for another call.
+    /// True when more expired replicas, or reservations past their hold,
+    /// remain for another call.
     pub more: bool,
 }
 
@@ -357,11 +375,18 @@ impl Default for CircuitPolicy {
 }
 
 /// Registry-wide configuration shared by every backend.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryConfig {
     /// Circuit breaking.
     pub circuit: CircuitPolicy,
+    /// How long a reservation is held before lease maintenance releases
+    /// it, in milliseconds from when it was taken (PIN-8): between
+    /// [`RESERVATION_HOLD_MS_MIN`] and [`RESERVATION_HOLD_MS_MAX`], by
+    /// default [`RESERVATION_HOLD_MS_DEFAULT`]. Every caller must settle
+    /// well within it.
+    #[serde(default = "default_reservation_hold_ms")]
+    pub reservation_hold_ms: u64,
     /// The keys catalog cursors are signed with (CAT-9). Never serialized;
     /// the default is a development key (see
     /// [`CursorKeys::default`](crate::catalog::CursorKeys)).
@@ -369,9 +394,35 @@ pub struct RegistryConfig {
     pub cursor_keys: crate::catalog::CursorKeys,
 }
 
+fn default_reservation_hold_ms() -> u64 {
+    RESERVATION_HOLD_MS_DEFAULT
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig {
+            circuit: CircuitPolicy::default(),
+            reservation_hold_ms: RESERVATION_HOLD_MS_DEFAULT,
+            cursor_keys: crate::catalog::CursorKeys::default(),
+        }
+    }
+}
+
 impl RegistryConfig {
     /// Checks the configuration.
     pub fn validate(&self) -> Result<()> {
+        if self.reservation_hold_ms < RESERVATION_HOLD_MS_MIN {
+            return Err(Error::invalid(
+                "reservation hold",
+                "must be at least RESERVATION_HOLD_MS_MIN (100 ms)",
+            ));
+        }
+        if self.reservation_hold_ms > RESERVATION_HOLD_MS_MAX {
+            return Err(Error::limit(
+                "reservation hold ms",
+                RESERVATION_HOLD_MS_MAX as usize,
+            ));
+        }
         if self.circuit.threshold == 0 {
             return Err(Error::invalid("circuit threshold", "must be at least 1"));
         }

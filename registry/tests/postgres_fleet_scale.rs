@@ -634,7 +634,7 @@ async fn resolve_waits_for_maintenance_that_is_releasing_its_route() {
         .await
         .unwrap();
     let released: i64 =
-        sqlx::query_scalar("SELECT released FROM connreg.data_lease_maintain($1, 10)")
+        sqlx::query_scalar("SELECT released FROM connreg.data_lease_maintain($1, 10, 3600000)")
             .bind(PAST_R0_LEASE_MS)
             .fetch_one(&mut maintenance)
             .await

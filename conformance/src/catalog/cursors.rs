@@ -90,6 +90,7 @@ pub async fn cursors_signed_with_the_previous_key_survive_a_rotation<H: Harness>
             current: new_key.clone(),
             previous: previous.cloned(),
         },
+        ..RegistryConfig::default()
     };
     assert!(
         config(Some(&old_key), CIRCUIT_THRESHOLD_MAX)

@@ -226,7 +226,9 @@ impl ReplicaLifecycle for MemoryRegistry {
         params.validate()?;
         let now = self.clock.now();
         let mut store = self.lock()?;
-        store.live.maintain(params.max, now)
+        store
+            .live
+            .maintain(params.max, now, self.config.reservation_hold_ms)
     }
 }
 

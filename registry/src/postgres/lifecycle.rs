@@ -32,7 +32,7 @@ const DRAIN: &str = "SELECT connreg.data_replica_drain($1)::text";
 const SELECT_REPLICA: &str = "SELECT connreg.data_replica_get($1)::text";
 
 const MAINTAIN: &str =
-    "SELECT expired, released, more, releases FROM connreg.data_lease_maintain($1, $2)";
+    "SELECT expired, released, more, releases FROM connreg.data_lease_maintain($1, $2, $3)";
 
 impl Data {
     /// LEASE-1: register, or come back after going offline.
@@ -164,13 +164,17 @@ impl Data {
             let row = sqlx::query(MAINTAIN)
                 .bind(now)
                 .bind(i32::try_from(params.max).unwrap_or(i32::MAX))
+                .bind(i64::try_from(self.config.reservation_hold_ms).unwrap_or(i64::MAX))
                 .fetch_one(conn)
                 .await
                 .map_err(db)?;
             let released: i64 = col(&row, "released")?;
             let releases: String = col(&row, "releases")?;
-            let releases: Vec<ReleasedReservation> = serde_json::from_str(&releases)
+            let mut releases: Vec<ReleasedReservation> = serde_json::from_str(&releases)
                 .map_err(|_| super::error::corrupt("data_lease_maintain releases"))?;
+            // The lease releases come in action order, the hold releases
+            // after them: one order, as the in-memory backend answers.
+            releases.sort();
             Ok(Maintained {
                 releases,
                 expired: col::<Vec<String>>(&row, "expired")?

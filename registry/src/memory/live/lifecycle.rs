@@ -8,9 +8,9 @@ use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 use crate::id::{ActionId, ReplicaId};
 use crate::limits::{INSTANCE_REPLICAS_MAX, LEASE_MAINTENANCE_RESERVATIONS_MAX};
-use crate::records::{Circuit, Outcome, Replica, ReplicaState};
+use crate::records::{Circuit, FenceToken, Outcome, Replica, ReplicaState};
 use crate::request::{
-    CircuitPolicy, HeartbeatOutcome, HeartbeatParams, Maintained, RegisterParams,
+    CircuitPolicy, HeartbeatOutcome, HeartbeatParams, Maintained, RegisterParams, ReleaseReason,
     ReleasedReservation,
 };
 
@@ -157,7 +157,12 @@ impl LiveState {
     /// nothing, rewrites no destination. The batch stops before the
     /// expired replica whose reservations would take it past
     /// [`LEASE_MAINTENANCE_RESERVATIONS_MAX`] (the first always fits).
-    pub(crate) fn maintain(&mut self, max: u32, now: Timestamp) -> Result<Maintained> {
+    pub(crate) fn maintain(
+        &mut self,
+        max: u32,
+        now: Timestamp,
+        hold_ms: u64,
+    ) -> Result<Maintained> {
         let mut report = Maintained::default();
         let due: Vec<(Timestamp, ReplicaId)> = self
             .leases
@@ -202,6 +207,7 @@ impl LiveState {
                     fence: stored.fence,
                     replica: stored.fixed.destination.replica.clone(),
                     scopes: stored.fixed.scopes.clone(),
+                    reason: ReleaseReason::LeaseExpired,
                 });
                 // lease_expired never touches the circuit.
                 Self::release_stored(
@@ -210,6 +216,7 @@ impl LiveState {
                     &mut self.groups,
                     &mut self.scope_in_use,
                     &mut self.changes,
+                    &mut self.holds,
                     Outcome::LeaseExpired,
                     CircuitPolicy::default(),
                 );
@@ -217,7 +224,52 @@ impl LiveState {
             }
             report.expired.push(id);
         }
+        self.expire_holds(max, now, hold_ms, &mut report);
         report.releases.sort();
         Ok(report)
+    }
+
+    /// PIN-8: after the expired replicas, the reservations held longer
+    /// than `hold_ms`, oldest first (then by fence), at most `max` of them
+    /// and within the call's reservation bound, released as
+    /// `lease_expired`; `more` when some remain.
+    fn expire_holds(&mut self, max: u32, now: Timestamp, hold_ms: u64, report: &mut Maintained) {
+        let room = (max as usize).min(
+            (LEASE_MAINTENANCE_RESERVATIONS_MAX as usize).saturating_sub(report.releases.len()),
+        );
+        let due: Vec<((Timestamp, FenceToken), ActionId)> = self
+            .holds
+            .iter()
+            .take_while(|((at, _), _)| at.plus_ms(hold_ms) <= now)
+            .take(room + 1)
+            .map(|(k, a)| (*k, a.clone()))
+            .collect();
+        if due.len() > room {
+            report.more = true;
+        }
+        for (key, action) in due.into_iter().take(room) {
+            let stored = self
+                .routes
+                .get_mut(&action)
+                .unwrap_or_else(|| unreachable!("a held reservation belongs to a stored route"));
+            report.releases.push(ReleasedReservation {
+                action: action.clone(),
+                fence: key.1,
+                replica: stored.fixed.destination.replica.clone(),
+                scopes: stored.fixed.scopes.clone(),
+                reason: ReleaseReason::HoldExpired,
+            });
+            Self::release_stored(
+                stored,
+                &action,
+                &mut self.groups,
+                &mut self.scope_in_use,
+                &mut self.changes,
+                &mut self.holds,
+                Outcome::LeaseExpired,
+                CircuitPolicy::default(),
+            );
+            report.released += 1;
+        }
     }
 }

@@ -126,6 +126,8 @@ struct StoredRoute {
     fence: FenceToken,
     attempt: u32,
     reserved: bool,
+    /// When the current reservation was taken (PIN-8).
+    reserved_at: Timestamp,
     last_settlement: Option<Outcome>,
 }
 
@@ -194,6 +196,9 @@ pub(crate) struct LiveState {
     replicas_per_instance: BTreeMap<InstanceId, usize>,
     /// (lease end, replica) of every replica not offline: maintenance index.
     leases: BTreeSet<(Timestamp, ReplicaId)>,
+    /// (reserved at, fence) → action of every held reservation: the
+    /// reservation hold's index (PIN-8), oldest first.
+    holds: Holds,
     last_fence: u64,
     audit: VecDeque<AuditEntry>,
     /// The `seq` of the last audit entry written (0: none yet).
@@ -205,6 +210,10 @@ pub(crate) struct LiveState {
     /// for tests; deterministic, never used for decisions).
     pub(crate) last_resolve_rows_examined: u64,
 }
+
+/// The held reservations by when they were taken and their fence (unique),
+/// naming their action.
+type Holds = BTreeMap<(Timestamp, FenceToken), ActionId>;
 
 impl LiveState {
     fn next_fence(&mut self) -> FenceToken {

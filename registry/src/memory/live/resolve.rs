@@ -184,7 +184,7 @@ impl LiveState {
         }
 
         let decision = self.decide(catalog, request, tenant, now, behaviour)?;
-        let assignment = self.commit_new(&request.action, decision);
+        let assignment = self.commit_new(&request.action, decision, now);
         Ok(Resolved {
             assignment,
             kind: ResolveKind::Created,
@@ -365,14 +365,16 @@ impl LiveState {
     }
 
     /// ROUTE-7: every scope, the replica count and the route, in one step.
-    fn commit_new(&mut self, action: &ActionId, d: Decision) -> RouteAssignment {
+    fn commit_new(&mut self, action: &ActionId, d: Decision, now: Timestamp) -> RouteAssignment {
         self.take_capacity(&d.fixed, d.slot, action);
+        self.holds.insert((now, d.fence), action.clone());
         let stored = StoredRoute {
             fixed: d.fixed,
             slot: d.slot,
             fence: d.fence,
             attempt: 1,
             reserved: true,
+            reserved_at: now,
             last_settlement: None,
         };
         let assignment = stored.assignment(action);
@@ -425,7 +427,7 @@ impl LiveState {
                 let tenant = f.tenant.clone();
                 let moved = self.decide(catalog, request, &tenant, now, behaviour)?;
                 return Ok(Resolved {
-                    assignment: self.commit_new(&request.action, moved),
+                    assignment: self.commit_new(&request.action, moved, now),
                     kind: ResolveKind::Reserved,
                 });
             }
@@ -446,6 +448,8 @@ impl LiveState {
         record.fence = fence;
         record.attempt = stored.attempt + 1;
         record.reserved = true;
+        record.reserved_at = now;
+        self.holds.insert((now, fence), request.action.clone());
         self.changes.route(&request.action);
         Ok(Resolved {
             assignment: record.assignment(&request.action),
@@ -484,6 +488,9 @@ impl LiveState {
                 fence,
                 attempt: reservation.attempt,
                 reserved: true,
+                // Never taken by maintenance: the plant's route is not in
+                // the hold index.
+                reserved_at: Timestamp(u64::MAX),
                 last_settlement: None,
             },
         );
