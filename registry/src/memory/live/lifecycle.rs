@@ -209,6 +209,7 @@ impl LiveState {
                     scopes: stored.fixed.scopes.clone(),
                     reason: ReleaseReason::LeaseExpired,
                 });
+                self.holds.remove(&(stored.reserved_at, stored.fence));
                 // lease_expired never touches the circuit.
                 Self::release_stored(
                     stored,
@@ -216,7 +217,6 @@ impl LiveState {
                     &mut self.groups,
                     &mut self.scope_in_use,
                     &mut self.changes,
-                    &mut self.holds,
                     Outcome::LeaseExpired,
                     CircuitPolicy::default(),
                 );
@@ -259,13 +259,13 @@ impl LiveState {
                 scopes: stored.fixed.scopes.clone(),
                 reason: ReleaseReason::HoldExpired,
             });
+            self.holds.remove(&key);
             Self::release_stored(
                 stored,
                 &action,
                 &mut self.groups,
                 &mut self.scope_in_use,
                 &mut self.changes,
-                &mut self.holds,
                 Outcome::LeaseExpired,
                 CircuitPolicy::default(),
             );

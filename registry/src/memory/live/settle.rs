@@ -10,7 +10,7 @@ use crate::records::{Circuit, Outcome};
 use crate::request::{AuditEntry, CircuitCloseParams, CircuitPolicy, SettleParams, Settled};
 
 use super::feed::ChangeLog;
-use super::{Holds, LiveState, Slot, StoredRoute};
+use super::{LiveState, Slot, StoredRoute};
 use crate::memory::Behaviour;
 
 impl LiveState {
@@ -32,13 +32,13 @@ impl LiveState {
         if !stored.reserved && !behaviour.double_release {
             return Ok(Settled { released: false });
         }
+        self.holds.remove(&(stored.reserved_at, stored.fence));
         Self::release_stored(
             stored,
             action,
             &mut self.groups,
             &mut self.scope_in_use,
             &mut self.changes,
-            &mut self.holds,
             params.outcome,
             policy,
         );
@@ -53,11 +53,9 @@ impl LiveState {
         groups: &mut [Vec<Slot>],
         scope_in_use: &mut [u32],
         changes: &mut ChangeLog,
-        holds: &mut Holds,
         outcome: Outcome,
         policy: CircuitPolicy,
     ) {
-        holds.remove(&(stored.reserved_at, stored.fence));
         for &counter in &stored.fixed.counters {
             let n = &mut scope_in_use[counter as usize];
             *n = n.saturating_sub(1);
