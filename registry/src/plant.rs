@@ -25,11 +25,14 @@ pub enum Plant {
     OverCapacity,
     /// An action assigned to one tenant is returned to another.
     CrossTenantReturn,
+    /// Lease maintenance never releases a reservation past its hold
+    /// (PIN-8): one nobody settles is held for good.
+    HoldNeverExpires,
 }
 
 impl Plant {
     /// Every plant, in a fixed order.
-    pub const ALL: [Plant; 8] = [
+    pub const ALL: [Plant; 9] = [
         Plant::FailoverOnRetry,
         Plant::NoActionSerialization,
         Plant::DoubleRelease,
@@ -38,6 +41,7 @@ impl Plant {
         Plant::MixedRevisionPages,
         Plant::OverCapacity,
         Plant::CrossTenantReturn,
+        Plant::HoldNeverExpires,
     ];
 
     /// The plant's name, as the CLI spells it.
@@ -51,6 +55,7 @@ impl Plant {
             Plant::MixedRevisionPages => "mixed-revision-pages",
             Plant::OverCapacity => "over-capacity",
             Plant::CrossTenantReturn => "cross-tenant-return",
+            Plant::HoldNeverExpires => "hold-never-expires",
         }
     }
 
@@ -69,6 +74,9 @@ impl Plant {
             Plant::MixedRevisionPages => "a stale cursor continues at the new revision",
             Plant::OverCapacity => "admission ignores replica capacity and scope limits",
             Plant::CrossTenantReturn => "an assigned action is returned to another tenant",
+            Plant::HoldNeverExpires => {
+                "lease maintenance never releases a reservation past its hold"
+            }
         }
     }
 

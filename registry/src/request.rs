@@ -213,6 +213,13 @@ pub enum ReleaseReason {
     HoldExpired,
 }
 
+impl ReleaseReason {
+    /// Whether the replica's lease ended.
+    pub fn is_lease_expired(&self) -> bool {
+        *self == ReleaseReason::LeaseExpired
+    }
+}
+
 /// One reservation a call released: which action's, at which fence, and
 /// the replica and scopes that got their unit back.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -226,8 +233,8 @@ pub struct ReleasedReservation {
     pub replica: ReplicaId,
     /// The admission scopes that got a unit back, in order.
     pub scopes: std::collections::BTreeSet<crate::id::ScopeId>,
-    /// Why it was released.
-    #[serde(default)]
+    /// Why it was released (left out when its replica's lease ended).
+    #[serde(default, skip_serializing_if = "ReleaseReason::is_lease_expired")]
     pub reason: ReleaseReason,
 }
 

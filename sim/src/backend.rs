@@ -249,17 +249,21 @@ async fn respond<B: Backend>(
             let response = respond_planted(b, request, plant).await;
             // The answer names what it released (LEASE-2), on every backend.
             let released = match &response {
-                Response::Maintain { result: Ok(m) } if !m.expired.is_empty() => Some(
-                    m.releases
-                        .iter()
-                        .map(|r| ReleasedRef {
-                            action: r.action.clone(),
-                            fence: r.fence,
-                            replica: r.replica.clone(),
-                            scopes: r.scopes.iter().cloned().collect(),
-                        })
-                        .collect(),
-                ),
+                Response::Maintain { result: Ok(m) }
+                    if !m.expired.is_empty() || !m.releases.is_empty() =>
+                {
+                    Some(
+                        m.releases
+                            .iter()
+                            .map(|r| ReleasedRef {
+                                action: r.action.clone(),
+                                fence: r.fence,
+                                replica: r.replica.clone(),
+                                scopes: r.scopes.iter().cloned().collect(),
+                            })
+                            .collect(),
+                    )
+                }
                 _ => None,
             };
             (response, released)

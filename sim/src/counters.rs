@@ -82,6 +82,7 @@ counters! {
     settled_cancelled: "Releasing settlements with outcome cancelled.",
     settled_lease_expired: "Settlements with outcome lease_expired sent by a dispatcher (released or not).",
     lease_expired: "Reservations released by lease maintenance.",
+    holds_expired: "Reservations lease maintenance released because their hold ended (PIN-8).",
     replicas_expired: "Replicas lease maintenance marked offline.",
     circuits_opened: "Replica circuits seen going from closed to open.",
     circuits_closed: "Circuits closed by an operator.",

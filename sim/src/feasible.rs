@@ -61,6 +61,21 @@ pub(crate) fn check(s: &Scenario) -> Result<(), (&'static str, String)> {
     let m = &s.scenario;
     let w = &s.workload;
     let l = &s.lifecycle;
+    if let Some(hold) = s.registry.reservation_hold_ms {
+        let careful = crate::hold::careful_hold_ms(s);
+        let max = connreg::limits::RESERVATION_HOLD_MS_MAX;
+        if hold < careful || hold > max {
+            return Err((
+                "registry.reservation_hold_ms",
+                format!(
+                    "registry.reservation_hold_ms ({hold}) must be between {careful} and {max} ms: \
+                     a careful dispatcher of this workload may hold a reservation for {careful} ms \
+                     (its timeouts, retries and backoffs summed), and a shorter hold would release \
+                     reservations it still holds"
+                ),
+            ));
+        }
+    }
     let round_trip = round_trip_ms_min(s);
     if w.rpc_timeout_ms < round_trip {
         return Err((

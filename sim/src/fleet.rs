@@ -72,6 +72,7 @@ impl FleetPlan {
                     enabled: s.registry.circuit_enabled,
                     threshold: s.registry.circuit_threshold,
                 },
+                reservation_hold_ms: crate::hold::hold_ms(s),
                 ..RegistryConfig::default()
             },
         };

@@ -54,6 +54,7 @@ pub mod check;
 pub mod counters;
 pub mod explain;
 pub mod fleet;
+pub mod hold;
 pub mod limits;
 pub mod plant;
 pub mod probes;

@@ -196,6 +196,16 @@ pub enum Event {
         /// Every surviving dispatcher's actions must have ended by then.
         deadline_ms: u64,
     },
+    /// Every dispatcher is done but reservations are still held: the run
+    /// goes on, without workload or faults, until every reservation has
+    /// ended (PIN-8, `reservations_end`). The end-of-run checks of the
+    /// workload run here.
+    Drain {
+        /// Every reservation must have ended by then: the scenario's hold,
+        /// two maintenance intervals and a call timeout after the drain
+        /// began.
+        until_ms: u64,
+    },
     /// What changed in the store since the previous snapshot.
     Snapshot(Snapshot),
     /// An invariant did not hold.

@@ -219,7 +219,7 @@ pub(crate) fn simulate<B: Backend>(
         .rng_seed(params.seed)
         .epoch(std::time::UNIX_EPOCH + Duration::from_secs(EPOCH_SECS))
         .simulation_duration(Duration::from_millis(
-            s.duration_ms + s.liveness_ms + 10 * s.tick_ms + 1_000,
+            s.duration_ms + s.liveness_ms + 10 * s.tick_ms + 1_000 + drain_ms(&scenario),
         ))
         .tick_duration(Duration::from_millis(s.tick_ms))
         .min_message_latency(Duration::from_millis(s.latency_ms[0]))
@@ -290,6 +290,9 @@ pub(crate) fn simulate<B: Backend>(
             break;
         }
     }
+    if healed.is_some() && world.checker.violations() == 0 && world.dispatchers_done(&mut sim) {
+        drain(&mut world, &mut sim, &mut t, &mut steps);
+    }
     world.set_time(t);
     world.end_fired_cuts();
     world.ctx.dirty.set(true);
@@ -334,6 +337,61 @@ pub(crate) fn simulate<B: Backend>(
         trace,
         probes: std::mem::take(&mut world.probes).into_hits(),
     })
+}
+
+/// The longest drain a run may need: the scenario's reservation hold, two
+/// maintenance intervals and a call timeout (PIN-8).
+fn drain_ms(s: &Scenario) -> u64 {
+    crate::hold::hold_ms(s) + 2 * s.lifecycle.maintenance_ms + s.workload.rpc_timeout_ms
+}
+
+/// Once the workload is done with reservations still held, runs on
+/// without workload or faults until none is held or the drain's end,
+/// which `reservations_end` then judges. Looks at the store once a
+/// maintenance interval.
+fn drain<B: Backend>(
+    world: &mut World<B>,
+    sim: &mut turmoil::Sim<'_>,
+    t: &mut u64,
+    steps: &mut u64,
+) {
+    if world.checker.held_reservations() == 0 {
+        return;
+    }
+    let s = world.ctx.scenario.clone();
+    let tick = s.scenario.tick_ms;
+    let until = *t + drain_ms(&s);
+    world.ctx.emit(Event::Drain { until_ms: until });
+    world.after_step();
+    let every = s.lifecycle.maintenance_ms.max(tick);
+    let mut next_look = *t + every;
+    while *t <= until {
+        world.set_time(*t);
+        if let Err(e) = sim.step() {
+            world.checker.run_failure(format!("a host failed: {e}"));
+            world.after_step();
+            return;
+        }
+        world.apply_in_step();
+        world.wait_offloaded();
+        *steps += 1;
+        *t += tick;
+        world.after_step();
+        if *steps >= STEPS_MAX {
+            world
+                .checker
+                .run_failure(format!("the run took {STEPS_MAX} steps"));
+            return;
+        }
+        if *t >= next_look {
+            next_look = *t + every;
+            world.ctx.dirty.set(true);
+            world.after_step();
+            if world.checker.held_reservations() == 0 {
+                return;
+            }
+        }
+    }
 }
 
 /// The step that wrote the most trace bytes.

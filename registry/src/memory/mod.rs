@@ -140,6 +140,7 @@ enum Planted {
     MixedRevisionPages,
     OverCapacity,
     CrossTenantReturn,
+    HoldNeverExpires,
 }
 
 #[cfg(feature = "plant")]
@@ -225,10 +226,14 @@ impl ReplicaLifecycle for MemoryRegistry {
     async fn lease_maintain(&self, params: MaintainParams) -> Result<Maintained> {
         params.validate()?;
         let now = self.clock.now();
+        // The `hold-never-expires` plant: a hold no clock reaches.
+        let hold_ms = if self.planted(PlantKind::HoldNeverExpires) {
+            u64::MAX
+        } else {
+            self.config.reservation_hold_ms
+        };
         let mut store = self.lock()?;
-        store
-            .live
-            .maintain(params.max, now, self.config.reservation_hold_ms)
+        store.live.maintain(params.max, now, hold_ms)
     }
 }
 

@@ -106,7 +106,18 @@ impl Checker {
                     n.len()
                 )),
                 Some(n) => {
-                    let named: BTreeSet<FenceToken> = n.iter().map(|r| r.fence).collect();
+                    // Hold releases (PIN-8) may be of any replica's.
+                    let holds: BTreeSet<FenceToken> = m
+                        .releases
+                        .iter()
+                        .filter(|r| r.reason == connreg::ReleaseReason::HoldExpired)
+                        .map(|r| r.fence)
+                        .collect();
+                    let named: BTreeSet<FenceToken> = n
+                        .iter()
+                        .map(|r| r.fence)
+                        .filter(|f| !holds.contains(f))
+                        .collect();
                     let live = self.reservations.live_on(&m.expired);
                     (self.deterministic && named != live).then(|| {
                         format!(

@@ -43,6 +43,11 @@ impl Checker {
                 format!("{dispatcher} action {action} had not ended by {deadline}"),
             );
         }
+    }
+
+    /// The scenario's `[expect]` counts, judged at the very end of the run
+    /// (a drain included).
+    pub(super) fn check_expectations(&mut self) {
         let counters = self.counters.pairs();
         let value = |name: &str| counters.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
         for (name, min) in self.expect.at_least.pairs() {
@@ -69,6 +74,14 @@ impl Checker {
     pub(super) fn follow_fates(&mut self, call: u64, req: &Request, resp: &Response) {
         match (req, resp) {
             (Request::Resolve { request }, Response::Resolve { result: Ok(r) }) => {
+                if self.failed.contains(&call) {
+                    // Its caller had stopped waiting before the registry
+                    // answered: nobody can know of what this call
+                    // reserved, which the registry's hold ends (PIN-8,
+                    // `reservations_end`). A later answer that carries the
+                    // fence makes its receiver owe it.
+                    return;
+                }
                 // An `existing` answer is the first to carry a reservation
                 // whose creating answer was lost with its COMMIT reply.
                 let fence = r.assignment.reservation.fence;
@@ -80,6 +93,7 @@ impl Checker {
                 if e.kind == "unavailable" =>
             {
                 self.fates.unknown(&request.action, call);
+                self.fates.resolve_failed(&request.action);
             }
             (Request::Settle { params }, Response::Settle { result: Ok(s) }) if s.released => {
                 self.fates

@@ -72,6 +72,7 @@ mod deferred;
 mod disclosure;
 mod drain;
 mod eligible;
+mod ends;
 mod failover;
 mod finish;
 mod leak;
@@ -89,8 +90,8 @@ mod unavailable;
 use std::collections::{BTreeMap, BTreeSet};
 
 use connreg::{
-    ActionId, FenceToken, ReplicaId, ReplicaSpec, ReplicaState, Revision, RouteAssignment,
-    RouteRecord, ScopeId,
+    ActionId, FenceToken, ReleaseReason, ReplicaId, ReplicaSpec, ReplicaState, Revision,
+    RouteAssignment, RouteRecord, ScopeId,
 };
 
 use capacity::Reservations;
@@ -150,6 +151,8 @@ pub mod invariant {
     /// See the module table.
     pub const PUBLICATION_PROGRESS: (&str, &str) = ("publication_progress", "LOCK-4 CAT-3");
     /// See the module table.
+    pub const RESERVATIONS_END: (&str, &str) = ("reservations_end", "PIN-8 PIN-7");
+    /// See the module table.
     pub const EXPECTATION: (&str, &str) = ("expectation", "SIM-2");
     /// The harness itself failed (a malformed trace, a step budget).
     pub const RUN: (&str, &str) = ("run", "SIM-1");
@@ -192,6 +195,10 @@ pub struct Checker {
     cursors: BTreeMap<String, Revision>,
     open_actions: BTreeMap<(String, u64), ActionId>,
     deadline_ms: Option<u64>,
+    /// When the drain must have ended every reservation (`reservations_end`).
+    drain_until_ms: Option<u64>,
+    /// Resolve calls sent and not yet failed at their caller.
+    resolve_calls: BTreeSet<u64>,
     deferred: Vec<Deferred>,
     db_faults: DbFaultWindows,
     fates: ActionFates,
@@ -335,6 +342,9 @@ impl Checker {
             }
             Event::Rpc { id, from, to, req } => {
                 self.last_call = self.last_call.max(*id);
+                if let Request::Resolve { .. } = req {
+                    self.resolve_calls.insert(*id);
+                }
                 if let Request::Execute { assignment } = req {
                     let key = (
                         to.clone(),
@@ -425,6 +435,11 @@ impl Checker {
                 }
                 self.failed.insert(*id);
                 self.drains.ended(*id, true);
+                if self.resolve_calls.remove(id)
+                    && let Some(action) = self.call_action.get(id)
+                {
+                    self.fates.resolve_failed(&action.clone());
+                }
             }
             Event::Ledger {
                 rpc,
@@ -491,7 +506,7 @@ impl Checker {
                     _ => self.counters.actions_failed += 1,
                 }
                 self.open_actions.remove(&(dispatcher.clone(), *n));
-                self.fates.ended(action);
+                self.fates.ended(action, result);
                 if let Some(deadline) = self.deadline_ms
                     && t > deadline
                 {
@@ -507,6 +522,12 @@ impl Checker {
             }
             Event::Fault(f) => self.on_fault(f, t),
             Event::Heal { deadline_ms } => self.deadline_ms = Some(*deadline_ms),
+            Event::Drain { until_ms } => {
+                // The workload's end-of-run checks judge the store as the
+                // workload left it; the drain only lets holds end.
+                self.finish_workload();
+                self.drain_until_ms = Some(*until_ms);
+            }
             Event::Snapshot(s) => self.on_snapshot(s),
             Event::Violation(_) | Event::Check { .. } | Event::End(_) => {}
         }
@@ -515,8 +536,24 @@ impl Checker {
     /// End-of-run checks: orphaned reservations, liveness and
     /// expectations.
     pub fn finish(&mut self) {
+        if self.drain_until_ms.is_none() {
+            self.finish_workload();
+        }
+        let before = self.found.len();
+        self.check_reservations_end();
+        self.check_expectations();
+        self.annotate_since(before);
+    }
+
+    /// The end-of-run checks of the workload: orphaned and leaked
+    /// reservations, liveness and expectations.
+    fn finish_workload(&mut self) {
         let before = self.found.len();
         self.finish_checks();
+        self.annotate_since(before);
+    }
+
+    fn annotate_since(&mut self, before: usize) {
         let mut found = std::mem::take(&mut self.found);
         for v in &mut found[before..] {
             let none = context::EventContext::default();
@@ -605,9 +642,21 @@ impl Checker {
                 }
                 self.counters.lease_expired += u64::from(m.released);
                 self.counters.replicas_expired += m.expired.len() as u64;
+                // PIN-8: reservations past their hold, on any replica.
+                let holds: Vec<FenceToken> = m
+                    .releases
+                    .iter()
+                    .filter(|r| r.reason == ReleaseReason::HoldExpired)
+                    .map(|r| r.fence)
+                    .collect();
+                self.counters.holds_expired += holds.len() as u64;
+                for f in &holds {
+                    self.reservations.settled(*f);
+                }
                 let count = self.reservations.maintained(&m.expired);
                 if self.ordered {
-                    let reported = u64::from(m.released);
+                    self.released.extend(holds.iter().copied());
+                    let reported = u64::from(m.released).saturating_sub(holds.len() as u64);
                     if reported < count.min || reported > count.max {
                         let expired: Vec<&str> = m.expired.iter().map(|r| r.as_str()).collect();
                         let detail = format!(

@@ -36,12 +36,28 @@ pub(super) struct ActionFates {
     /// Actions with an `unavailable` resolve sent after their last release:
     /// it may have committed a reservation no answer carried.
     owed_unknown: BTreeSet<ActionId>,
+    /// Resolve calls of each action that got no answer or `unavailable`.
+    resolves_failed: BTreeMap<ActionId, u32>,
+    /// Actions a dispatcher ended as failed after more failed resolves than
+    /// a careful dispatcher retries (`RETRIES_MAX`): whatever a late one
+    /// reserved, no caller knows of it, and the registry's hold ends it
+    /// (PIN-8, `reservations_end`).
+    gave_up: BTreeSet<ActionId>,
 }
 
 impl ActionFates {
-    /// An action ended.
-    pub(super) fn ended(&mut self, action: &ActionId) {
+    /// An action ended with `result`.
+    pub(super) fn ended(&mut self, action: &ActionId, result: &str) {
         self.ended.insert(action.clone());
+        let failed = self.resolves_failed.get(action).copied().unwrap_or(0);
+        if result == "failed:unavailable" && failed > crate::limits::RETRIES_MAX {
+            self.gave_up.insert(action.clone());
+        }
+    }
+
+    /// A resolve call of `action` got no answer, or `unavailable`.
+    pub(super) fn resolve_failed(&mut self, action: &ActionId) {
+        *self.resolves_failed.entry(action.clone()).or_default() += 1;
     }
 
     /// An action was left open by its dispatcher's crash.
@@ -85,6 +101,9 @@ impl ActionFates {
         r: &RouteRecord,
         answered: impl Fn(FenceToken) -> bool,
     ) -> bool {
+        if self.gave_up.contains(action) {
+            return false;
+        }
         let fence = r.assignment.reservation.fence;
         self.owed.contains(&fence) || (!answered(fence) && self.owed_unknown.contains(action))
     }

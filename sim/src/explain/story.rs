@@ -490,6 +490,12 @@ pub fn read(reader: impl BufRead) -> Result<Story, ReadError> {
                 let text = format!("every fault healed; actions must end by {deadline_ms} ms");
                 items.push(item(Kind::Heal, WORLD, vec![], None, None, text));
             }
+            Event::Drain { until_ms } => {
+                let text = format!(
+                    "every dispatcher is done with reservations still held; each must end by {until_ms} ms"
+                );
+                items.push(item(Kind::Heal, WORLD, vec![], None, None, text));
+            }
             Event::Violation(v) => {
                 let text = format!("VIOLATION {} [{}]: {}", v.invariant, v.rules, v.detail);
                 let host = if v.hosts.len() == 1 {

@@ -119,6 +119,12 @@ pub struct RegistrySettings {
     /// caller was answered).
     #[serde(default)]
     pub database_replication: DatabaseReplication,
+    /// How long the registry holds a reservation before lease maintenance
+    /// releases it (PIN-8), in milliseconds. By default the longest a
+    /// careful dispatcher can hold one (`crate::hold::careful_hold_ms`);
+    /// shorter is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_hold_ms: Option<u64>,
 }
 
 /// `[registry] database_replication`.
@@ -139,6 +145,7 @@ impl Default for RegistrySettings {
             circuit_enabled: true,
             circuit_threshold: default_circuit_threshold(),
             database_replication: DatabaseReplication::default(),
+            reservation_hold_ms: None,
         }
     }
 }
