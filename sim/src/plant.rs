@@ -94,6 +94,11 @@ pub enum PlantedBug {
     /// `more = true` while more remain: a mass expiry drains in many more
     /// calls than ceil(n / batch).
     MaintenanceBatchShrinks,
+    /// A dispatcher's journal keeps what it learnt of an action whatever
+    /// fence it was learnt of, and a restarted dispatcher reconciles the
+    /// held route with it: a retry's fresh reservation that ran is settled
+    /// with the earlier round's outcome (`cancelled`, with no cancel sent).
+    ReconcileOtherFenceOutcome,
 }
 
 impl PlantedBug {
@@ -111,6 +116,7 @@ impl PlantedBug {
         all.push(PlantedBug::SharedStopSignal);
         all.push(PlantedBug::PublicationStarves);
         all.push(PlantedBug::MaintenanceBatchShrinks);
+        all.push(PlantedBug::ReconcileOtherFenceOutcome);
         all
     }
 
@@ -129,6 +135,7 @@ impl PlantedBug {
             PlantedBug::SharedStopSignal => "shared-stop-signal",
             PlantedBug::PublicationStarves => "publication-starves",
             PlantedBug::MaintenanceBatchShrinks => "maintenance-batch-shrinks",
+            PlantedBug::ReconcileOtherFenceOutcome => "reconcile-other-fence-outcome",
         }
     }
 
@@ -169,6 +176,9 @@ impl PlantedBug {
             PlantedBug::MaintenanceBatchShrinks => {
                 "lease maintenance handles 32 expired replicas a call whatever its batch, answering more"
             }
+            PlantedBug::ReconcileOtherFenceOutcome => {
+                "a restarted dispatcher settles a retry's fresh reservation with an earlier round's outcome"
+            }
         }
     }
 
@@ -197,6 +207,7 @@ impl PlantedBug {
             PlantedBug::SharedStopSignal => "0002_duplicate_resolve_storm.toml",
             PlantedBug::PublicationStarves => "0023_hot_tenant.toml",
             PlantedBug::MaintenanceBatchShrinks => "0022_mass_expiry.toml",
+            PlantedBug::ReconcileOtherFenceOutcome => "0029_late_created_after_refusal.toml",
         }
     }
 
@@ -224,6 +235,7 @@ impl PlantedBug {
             PlantedBug::SharedStopSignal => invariant::TRUTHFUL.0,
             PlantedBug::PublicationStarves => invariant::PUBLICATION_PROGRESS.0,
             PlantedBug::MaintenanceBatchShrinks => invariant::MAINTENANCE_DRAINS.0,
+            PlantedBug::ReconcileOtherFenceOutcome => invariant::TRUTHFUL.0,
         }
     }
 

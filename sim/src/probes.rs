@@ -326,6 +326,9 @@ struct Route {
 ///   row holds a reservation.
 /// - `maintain-overcount`: a maintenance expires a replica.
 /// - `no-reconciliation`: a dispatcher crashes with actions open.
+/// - `reconcile-other-fence-outcome`: a dispatcher crashes with an action
+///   open whose route has a fence other than the one the action last
+///   settled (a retry's fresh reservation, PIN-3).
 /// - `maintain-page-stops-early`: a maintenance answer expires at least
 ///   [`MAINTENANCE_PAGE`] replicas (the plant answers a full page; without
 ///   it more are expired at once).
@@ -352,7 +355,9 @@ pub struct Probes {
     rows: BTreeMap<ReplicaId, Row>,
     page_revisions: BTreeMap<String, connreg::Revision>,
     call_cursor: BTreeMap<u64, String>,
-    open_actions: BTreeMap<String, BTreeSet<u64>>,
+    open_actions: BTreeMap<String, BTreeMap<u64, ActionId>>,
+    /// The fence of each action's last settlement sent.
+    settled_fence: BTreeMap<ActionId, FenceToken>,
     /// The time of the record being counted.
     now_ms: u64,
     /// When a resolve last reached each registry host.
@@ -408,15 +413,32 @@ impl Probes {
                         if open {
                             self.plant(PlantedBug::NoReconciliation);
                         }
+                        let moved_on = hosts
+                            .iter()
+                            .filter_map(|h| self.open_actions.get(h))
+                            .flat_map(|open| open.values())
+                            .any(|a| {
+                                self.settled_fence.get(a).is_some_and(|settled| {
+                                    self.routes.get(a).is_some_and(|r| r.fence != *settled)
+                                })
+                            });
+                        if moved_on {
+                            self.plant(PlantedBug::ReconcileOtherFenceOutcome);
+                        }
                     }
                     _ => {}
                 }
             }
-            Event::ActionStart { dispatcher, n, .. } => {
+            Event::ActionStart {
+                dispatcher,
+                n,
+                action,
+                ..
+            } => {
                 self.open_actions
                     .entry(dispatcher.clone())
                     .or_default()
-                    .insert(*n);
+                    .insert(*n, action.clone());
             }
             Event::ActionEnd { dispatcher, n, .. } | Event::Reconciled { dispatcher, n, .. } => {
                 if let Some(open) = self.open_actions.get_mut(dispatcher) {
@@ -552,6 +574,7 @@ impl Probes {
                 {
                     self.plant(PlantedBug::Store(Plant::IgnoreFence));
                 }
+                self.settled_fence.insert(key.0, key.1);
             }
             Request::Heartbeat { params }
                 if to_registry && self.rows.get(&params.replica).is_some_and(|r| r.active > 0) =>

@@ -106,6 +106,45 @@ fn a_crashed_group_coming_back_catches_registration_that_closes_circuits() {
 }
 
 #[test]
+fn reconciliation_takes_no_outcome_of_another_fence() {
+    // spec: PIN-7, PIN-3, SETTLE-1
+    // Dispatcher 2 crashes while an action cancelled in round 0 runs its
+    // second round on a fresh fence. Settling that fence with round 0's
+    // `cancelled`, with no cancel sent, lies about work that ran: the
+    // journal's evidence belongs to round 0's fence only.
+    let plant = PlantedBug::ReconcileOtherFenceOutcome;
+    let s = scenario(plant.scenario());
+    let traced = |plant: Option<PlantedBug>| {
+        let mut report = run(
+            &s,
+            &RunOptions {
+                seed: 1,
+                plant,
+                trace: TraceTarget::Memory,
+                ..RunOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let trace = String::from_utf8(report.trace.take().expect("the trace was kept")).unwrap();
+        (report, trace)
+    };
+    let (planted, _) = traced(Some(plant));
+    assert!(!planted.ok(), "the plant was not caught");
+    for v in &planted.violations {
+        assert_eq!(v.invariant, plant.invariant(), "{v:#?}");
+        assert!(v.detail.contains("dispatcher-2."), "{v:#?}");
+    }
+    let (clean, trace) = traced(None);
+    assert!(clean.ok(), "{:#?}", clean.violations);
+    let reconciled: Vec<serde_json::Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["ev"] == "reconciled")
+        .collect();
+    assert!(!reconciled.is_empty(), "dispatcher 2 reconciled nothing");
+}
+
+#[test]
 fn the_command_line_plants_nothing_unless_asked_for() {
     // spec: SIM-3 (a plant the CLI turned on by default would make every
     // verdict a lie: the seed that double-release fails passes without
@@ -146,7 +185,11 @@ fn the_command_line_plants_nothing_unless_asked_for() {
 fn a_plant_without_a_scenario_runs_on_the_scenario_that_catches_it() {
     // spec: SIM-3 (`run --plant P` alone must not pass on a scenario that
     // cannot catch P)
-    for plant in ["ignore-fence", "failover-on-retry"] {
+    for plant in [
+        "ignore-fence",
+        "failover-on-retry",
+        "reconcile-other-fence-outcome",
+    ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_connreg-sim"))
             .args(["run", "--plant", plant])
             .current_dir(std::env::temp_dir())

@@ -85,6 +85,8 @@ on_postgres! {
     db_failover_mid_settle_on_postgres => "0027_db_failover_mid_settle.toml",
     // spec: SIM-4, LEASE-2
     db_failover_during_maintenance_on_postgres => "0028_db_failover_during_maintenance.toml",
+    // spec: ROUTE-8, PIN-7
+    late_created_after_refusal_on_postgres => "0029_late_created_after_refusal.toml",
 }
 
 #[test]

@@ -8,14 +8,27 @@
 //! (SETTLE-4) or with a stale assignment (SETTLE-2). Every action ends,
 //! settled or failed with a typed error, or the liveness check fails.
 //!
-//! A journal that survives crashes records each open action (and whether
-//! it may have been dispatched) before the calls it covers are sent; a
-//! restarted dispatcher reconciles what its crash left open before it
-//! starts anything new (PIN-5, PIN-6).
+//! A resolve burst's copies are the action's calls too: before the action
+//! ends with a typed error it waits for every copy (each bounded by its
+//! timeout), and a copy answered with a route gives the action that route,
+//! dispatched and settled as if the main call had got it (ROUTE-8,
+//! PIN-7). A copy left unanswered is not read back and settled (with an
+//! action ID shared by several dispatchers, the route read may be another
+//! dispatcher's live reservation): the action resolves once more under
+//! its ID instead, and takes a route it is answered.
+//!
+//! A journal that survives crashes records each open action (the fence it
+//! holds, whether that fence may have been dispatched, and the outcome
+//! learnt for it) before the calls it covers are sent; a restarted
+//! dispatcher reconciles what its crash left open before it starts
+//! anything new (PIN-5, PIN-6, PIN-7).
 
+use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use connreg::{ActionId, Outcome, RouteAssignment, RouteRequest, SettleParams, Settled};
+use connreg::{
+    ActionId, FenceToken, Outcome, RouteAssignment, RouteRequest, SettleParams, Settled,
+};
 use rand::Rng;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -177,6 +190,8 @@ async fn reconcile_journal(ctx: &Rc<Ctx>, me: &str, inc: u64, rng: &mut SmallRng
             me: me.to_string(),
             rng: SmallRng::seed_from_u64(rng.random()),
             registry: (n as usize + inc as usize) % ctx.registry_hosts.len(),
+            copies: Vec::new(),
+            taken: BTreeSet::new(),
         };
         let result = a.reconcile(&entry).await;
         ctx.emit(Event::Reconciled {
@@ -191,14 +206,18 @@ async fn reconcile_journal(ctx: &Rc<Ctx>, me: &str, inc: u64, rng: &mut SmallRng
     }
 }
 
-/// Updates action `n`'s journal entry, if it is open.
-fn journal(ctx: &Ctx, me: &str, n: u64, f: impl FnOnce(&mut Journaled)) {
+/// Ties action `n`'s journal entry to `fence` (dropping another fence's
+/// evidence), then updates it, if it is open.
+fn journal(ctx: &Ctx, me: &str, n: u64, fence: FenceToken, f: impl FnOnce(&mut Journaled)) {
     if let Some(entry) = ctx
         .dispatchers
         .borrow_mut()
         .get_mut(me)
         .and_then(|p| p.open.get_mut(&n))
     {
+        if ctx.plant != Some(PlantedBug::ReconcileOtherFenceOutcome) {
+            entry.tie(fence);
+        }
         f(entry);
     }
 }
@@ -210,14 +229,7 @@ async fn run_action(ctx: &Rc<Ctx>, me: &str, plan: Plan) {
         .clone()
         .unwrap_or_else(|| unreachable!("dispatchers always send their verified tenant"));
     if let Some(p) = ctx.dispatchers.borrow_mut().get_mut(me) {
-        p.open.insert(
-            plan.n,
-            Journaled {
-                request: plan.request.clone(),
-                dispatched: false,
-                outcome: None,
-            },
-        );
+        p.open.insert(plan.n, Journaled::new(plan.request.clone()));
     }
     ctx.emit(Event::ActionStart {
         dispatcher: me.to_string(),
@@ -231,6 +243,8 @@ async fn run_action(ctx: &Rc<Ctx>, me: &str, plan: Plan) {
         me: me.to_string(),
         rng: SmallRng::seed_from_u64(plan.seed),
         registry: (plan.n as usize) % ctx.registry_hosts.len(),
+        copies: Vec::new(),
+        taken: BTreeSet::new(),
     };
     let result = match a.body(&plan).await {
         Ok(outcome) => outcome.as_str().to_string(),
@@ -252,11 +266,18 @@ struct Action {
     me: String,
     rng: SmallRng,
     registry: usize,
+    /// The copies of the action's resolve bursts not yet awaited, each
+    /// answered or given up by its own timeout.
+    copies: Vec<tokio::task::JoinHandle<Result<Response, CallError>>>,
+    /// The fences the action's own resolves were answered: a copy answered
+    /// one of them is the same reservation, not a late one.
+    taken: BTreeSet<FenceToken>,
 }
 
 impl Action {
     async fn body(&mut self, plan: &Plan) -> Result<Outcome, String> {
         let mut held = self.resolve(&plan.request, plan.duplicates).await?;
+        journal(&self.ctx, &self.me, plan.n, held.reservation.fence, |_| {});
         let mut round = 0;
         loop {
             let execution = self
@@ -267,7 +288,10 @@ impl Action {
                 Execution::Cancelled => Outcome::Cancelled,
                 Execution::Unknown | Execution::Misdirected => Outcome::OutcomeUnknown,
             };
-            journal(&self.ctx, &self.me, plan.n, |j| j.outcome = Some(outcome));
+            let fence = held.reservation.fence;
+            journal(&self.ctx, &self.me, plan.n, fence, |j| {
+                j.outcome = Some(outcome);
+            });
             self.settle(&held, outcome).await?;
             if plan.repeat_settle {
                 self.settle(&held, outcome).await?;
@@ -318,16 +342,17 @@ impl Action {
         loop {
             for _ in 0..duplicates {
                 // A duplicate storm: the same resolve, at the same time, to
-                // the same registry host. Its answer is only traced.
+                // the same registry host. Its answer is awaited before the
+                // action gives up (`late_route`).
                 let ctx = self.ctx.clone();
                 let me = self.me.clone();
                 let to = self.registry_host().to_string();
                 let req = Request::Resolve {
                     request: request.clone(),
                 };
-                tokio::task::spawn_local(async move {
-                    let _ = call(&ctx, &me, &to, REGISTRY_PORT, req, w.rpc_timeout_ms).await;
-                });
+                self.copies.push(tokio::task::spawn_local(async move {
+                    call(&ctx, &me, &to, REGISTRY_PORT, req, w.rpc_timeout_ms).await
+                }));
             }
             duplicates = 0;
             let answer = self
@@ -347,7 +372,10 @@ impl Action {
                 return Err("unavailable".into());
             }
             match answer {
-                Ok(Response::Resolve { result: Ok(r) }) => return Ok(r.assignment),
+                Ok(Response::Resolve { result: Ok(r) }) => {
+                    self.taken.insert(r.assignment.reservation.fence);
+                    return Ok(r.assignment);
+                }
                 Ok(Response::Resolve { result: Err(e) }) => match e.kind.as_str() {
                     "no_capacity" if capacity < w.capacity_retries => {
                         capacity += 1;
@@ -361,14 +389,85 @@ impl Action {
                         transient += 1;
                         self.backoff(transient).await;
                     }
-                    kind => return Err(kind.to_string()),
+                    kind => return self.late_route(request, kind).await,
                 },
-                Ok(_) => return Err("refused".into()),
+                Ok(_) => return self.late_route(request, "refused").await,
                 Err(_) if transient < RETRIES_MAX => {
                     transient += 1;
                     self.backoff(transient).await;
                 }
-                Err(_) => return Err("unavailable".into()),
+                Err(_) => return self.late_route(request, "unavailable").await,
+            }
+        }
+    }
+
+    /// Before a resolve gives up with `kind`, waits for every outstanding
+    /// copy of the action's bursts: a copy answered with a route (created
+    /// after another copy was refused, say) holds a reservation only this
+    /// action can settle, so the action takes it and goes on, unless the
+    /// action's own resolves were answered that fence already (that
+    /// reservation is the one that failed or was settled; it is not taken
+    /// twice). Of several, the newest fence is the route's current
+    /// reservation.
+    ///
+    /// A copy left unanswered may have committed all the same. Its route is
+    /// not read back and settled (with a shared action ID it may be another
+    /// dispatcher's live reservation): the action resolves once more under
+    /// its ID, as after any lost answer, and takes a route it is answered.
+    async fn late_route(
+        &mut self,
+        request: &RouteRequest,
+        kind: &str,
+    ) -> Result<RouteAssignment, String> {
+        let mut late: Option<RouteAssignment> = None;
+        let mut unanswered = false;
+        for copy in std::mem::take(&mut self.copies) {
+            let a = match copy.await {
+                Ok(Ok(Response::Resolve { result: Ok(r) })) => r.assignment,
+                Ok(Ok(_)) => continue,
+                Ok(Err(_)) | Err(_) => {
+                    unanswered = true;
+                    continue;
+                }
+            };
+            if self.taken.contains(&a.reservation.fence) {
+                continue;
+            }
+            if late
+                .as_ref()
+                .is_none_or(|l| a.reservation.fence > l.reservation.fence)
+            {
+                late = Some(a);
+            }
+        }
+        if late.is_none() && unanswered {
+            late = self.resolve_again(request).await;
+        }
+        let late = late.ok_or_else(|| kind.to_string())?;
+        self.taken.insert(late.reservation.fence);
+        Ok(late)
+    }
+
+    /// One more resolve of the action, retried while it fails in transport
+    /// or is answered `unavailable`: the route it is answered, if any.
+    async fn resolve_again(&mut self, request: &RouteRequest) -> Option<RouteAssignment> {
+        let mut attempt = 0u32;
+        loop {
+            let answer = self
+                .registry_call(Request::Resolve {
+                    request: request.clone(),
+                })
+                .await;
+            match answer {
+                Ok(Response::Resolve { result: Ok(r) }) => return Some(r.assignment),
+                Ok(Response::Resolve { result: Err(e) }) if e.kind != "unavailable" => {
+                    return None;
+                }
+                Ok(Response::Resolve { .. }) | Err(_) if attempt < RETRIES_MAX => {
+                    attempt += 1;
+                    self.backoff(attempt).await;
+                }
+                _ => return None,
             }
         }
     }
@@ -383,6 +482,9 @@ impl Action {
         next: RouteAssignment,
     ) -> Result<(), String> {
         if next.reservation.fence != held.reservation.fence {
+            // The new fence starts with no evidence (PIN-7): nothing of it
+            // was dispatched, no outcome is known.
+            journal(&self.ctx, &self.me, plan.n, next.reservation.fence, |_| {});
             let old = std::mem::replace(held, next);
             if plan.stale_settle {
                 let params = SettleParams {
@@ -447,7 +549,9 @@ impl Action {
     ) -> Result<Execution, CallError> {
         let w = self.ctx.scenario.workload.clone();
         let to = Dial::of(&self.ctx, held);
-        journal(&self.ctx, &self.me, plan.n, |j| j.dispatched = true);
+        journal(&self.ctx, &self.me, plan.n, held.reservation.fence, |j| {
+            j.dispatched = true;
+        });
         let request = Request::Execute {
             assignment: held.clone(),
         };
@@ -520,11 +624,14 @@ impl Action {
 
     /// Reconciles an action a crash left open, from its retained route:
     /// no route, or one already settled, holds nothing; a held one is
-    /// settled with the outcome the journal learnt from the replica, or
-    /// else cancelled on the route's replica (PIN-5) and settled as
-    /// cancelled when nothing ran or the cancellation stopped it, else as
-    /// outcome_unknown (the route names the replica that bound the
-    /// uncertain outcome, PIN-6). Returns the result the trace records.
+    /// settled with the outcome the journal learnt from the replica for
+    /// that route's fence, or else, if that fence may have been
+    /// dispatched, cancelled on the route's replica (PIN-5) and settled as
+    /// cancelled when the cancellation stopped it, else as outcome_unknown
+    /// (the route names the replica that bound the uncertain outcome,
+    /// PIN-6); a fence never dispatched settles as cancelled. Evidence
+    /// the journal holds of another fence (an earlier round's) says
+    /// nothing of this one (PIN-7). Returns the result the trace records.
     async fn reconcile(&mut self, entry: &Journaled) -> String {
         let request = &entry.request;
         let tenant = request
@@ -554,8 +661,16 @@ impl Action {
             return "nothing_held".into();
         };
         let held = route.assignment;
-        let mut outcome = entry.outcome.unwrap_or(Outcome::Cancelled);
-        if entry.dispatched && entry.outcome.is_none() {
+        let (dispatched, known) = if self.ctx.plant == Some(PlantedBug::ReconcileOtherFenceOutcome)
+        {
+            // Planted: the journal's evidence is taken for the held
+            // route's, whichever fence it was learnt of.
+            (entry.dispatched, entry.outcome)
+        } else {
+            entry.evidence(held.reservation.fence)
+        };
+        let mut outcome = known.unwrap_or(Outcome::Cancelled);
+        if dispatched && known.is_none() {
             let cancel = Request::Cancel {
                 action: held.identity.action.clone(),
                 fence: held.reservation.fence,

@@ -83,14 +83,51 @@ pub(crate) struct DispatcherProgress {
 }
 
 /// One open action in a dispatcher's journal, written before the calls it
-/// records are sent.
+/// records are sent. Its evidence belongs to one fence: a retry that takes
+/// a fresh reservation (PIN-3) starts with none.
 #[derive(Debug, Clone)]
 pub(crate) struct Journaled {
     pub(crate) request: connreg::RouteRequest,
-    /// An execute may have been sent.
+    /// The fence of the reservation the action holds, once it holds one:
+    /// the one `dispatched` and `outcome` are about.
+    pub(crate) fence: Option<connreg::FenceToken>,
+    /// An execute of `fence` may have been sent.
     pub(crate) dispatched: bool,
-    /// The outcome learnt from the replica, before it is settled.
+    /// The outcome learnt from the replica for `fence`, before it is
+    /// settled.
     pub(crate) outcome: Option<connreg::Outcome>,
+}
+
+impl Journaled {
+    /// A journal entry for an action that holds nothing yet.
+    pub(crate) fn new(request: connreg::RouteRequest) -> Journaled {
+        Journaled {
+            request,
+            fence: None,
+            dispatched: false,
+            outcome: None,
+        }
+    }
+
+    /// Ties the entry to `fence`: the evidence of another fence is
+    /// dropped.
+    pub(crate) fn tie(&mut self, fence: connreg::FenceToken) {
+        if self.fence != Some(fence) {
+            self.fence = Some(fence);
+            self.dispatched = false;
+            self.outcome = None;
+        }
+    }
+
+    /// Whether an execute of `fence` may have been sent, and the outcome
+    /// learnt for it: nothing is known of a fence the entry is not tied to.
+    pub(crate) fn evidence(&self, fence: connreg::FenceToken) -> (bool, Option<connreg::Outcome>) {
+        if self.fence == Some(fence) {
+            (self.dispatched, self.outcome)
+        } else {
+            (false, None)
+        }
+    }
 }
 
 /// The world shared by all hosts.
