@@ -87,6 +87,10 @@ on_postgres! {
     db_failover_during_maintenance_on_postgres => "0028_db_failover_during_maintenance.toml",
     // spec: ROUTE-8, PIN-7
     late_created_after_refusal_on_postgres => "0029_late_created_after_refusal.toml",
+    // spec: ROUTE-3, PIN-5, PIN-6
+    dispatcher_crash_mid_burst_on_postgres => "0030_dispatcher_crash_mid_burst.toml",
+    // spec: PIN-2, ROUTE-4, SETTLE-4
+    two_tenants_retry_lost_answers_on_postgres => "0033_two_tenants_retry_lost_answers.toml",
 }
 
 #[test]
