@@ -194,7 +194,7 @@ impl PlantedBug {
                 Plant::MixedRevisionPages => "0007_publications_during_paged_reads.toml",
                 Plant::OverCapacity => "0009_capacity_exhaustion_and_scopes.toml",
                 Plant::CrossTenantReturn => "0010_one_action_two_tenants.toml",
-                Plant::HoldNeverExpires => "0040_resolve_after_caller_gave_up.toml",
+                Plant::HoldNeverExpires => "0034_resolve_after_caller_gave_up.toml",
             },
             PlantedBug::SpuriousUnavailable => "0001_steady_state.toml",
             PlantedBug::CommitReplyLostAsFailure => "0003_retry_after_lost_answer.toml",

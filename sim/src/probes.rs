@@ -103,7 +103,13 @@ pub fn ok_kinds(op: &str) -> &'static [&'static str] {
         "route_get" => &["found", "none"],
         "settle" => &["released", "not_released"],
         "heartbeat" => &["applied", "ignored"],
-        "maintain" => &["nothing_expired", "expired", "with_releases", "more"],
+        "maintain" => &[
+            "nothing_expired",
+            "expired",
+            "with_releases",
+            "hold_expired",
+            "more",
+        ],
         "page" => &["first", "continuation", "last"],
         "execute" => &["completed", "unknown", "cancelled", "misdirected"],
         "cancel" => &["running", "not_running"],
@@ -190,6 +196,12 @@ pub fn answer_kind(resp: &Response, continuation: bool) -> Vec<String> {
                 });
                 if m.released > 0 || !m.releases.is_empty() {
                     kinds.push("with_releases");
+                }
+                if m.releases
+                    .iter()
+                    .any(|r| r.reason == connreg::ReleaseReason::HoldExpired)
+                {
+                    kinds.push("hold_expired");
                 }
                 if m.more {
                     kinds.push("more");
@@ -341,6 +353,10 @@ struct Route {
 ///   `execute` of the same action and fence there is unanswered.
 /// - `publication-starves`: a publication reaches a registry host that a
 ///   resolve reached less than [`STARVING_QUIET_MS`] before.
+/// - `hold-never-expires`: a resolve reserves after its caller stopped
+///   waiting for it (the call failed at its caller first), or every
+///   dispatcher is done with reservations still held (a `drain`): only the
+///   registry's hold can end what nobody knows of.
 /// - `maintenance-batch-shrinks`: a maintenance answer expires at least
 ///   [`MAINTENANCE_SHRUNK_BATCH`] replicas (the plant answers that many;
 ///   without it more are expired at once).
@@ -358,6 +374,8 @@ pub struct Probes {
     open_actions: BTreeMap<String, BTreeMap<u64, ActionId>>,
     /// The fence of each action's last settlement sent.
     settled_fence: BTreeMap<ActionId, FenceToken>,
+    /// Resolve calls their caller stopped waiting for, not yet answered.
+    resolves_given_up: BTreeSet<u64>,
     /// The time of the record being counted.
     now_ms: u64,
     /// When a resolve last reached each registry host.
@@ -440,6 +458,7 @@ impl Probes {
                     .or_default()
                     .insert(*n, action.clone());
             }
+            Event::Drain { .. } => self.plant(PlantedBug::Store(Plant::HoldNeverExpires)),
             Event::ActionEnd { dispatcher, n, .. } | Event::Reconciled { dispatcher, n, .. } => {
                 if let Some(open) = self.open_actions.get_mut(dispatcher) {
                     open.remove(n);
@@ -480,6 +499,11 @@ impl Probes {
                 for r in released.iter().flatten() {
                     self.released.insert((r.action.clone(), r.fence));
                 }
+                if self.resolves_given_up.remove(id)
+                    && matches!(resp, Response::Resolve { result: Ok(_) })
+                {
+                    self.plant(PlantedBug::Store(Plant::HoldNeverExpires));
+                }
                 self.reply(*id, resp);
             }
             Event::RpcFailed { id, .. } => {
@@ -488,6 +512,7 @@ impl Probes {
                     self.fire(format!("answer:{op}:rpc_failed"));
                     if op == "resolve" {
                         self.plant(PlantedBug::CommitReplyLostAsFailure);
+                        self.resolves_given_up.insert(*id);
                     }
                 }
             }

@@ -91,6 +91,8 @@ on_postgres! {
     dispatcher_crash_mid_burst_on_postgres => "0030_dispatcher_crash_mid_burst.toml",
     // spec: PIN-2, ROUTE-4, SETTLE-4
     two_tenants_retry_lost_answers_on_postgres => "0033_two_tenants_retry_lost_answers.toml",
+    // spec: PIN-8, PIN-7
+    resolve_after_caller_gave_up_on_postgres => "0034_resolve_after_caller_gave_up.toml",
 }
 
 #[test]

@@ -36,6 +36,7 @@
 //!   calls.
 //! - `publication`: `publication_progress`, publications that land, and
 //!   the time faults excuse.
+//! - `ends`: `reservations_end`, every reservation ends by the drain.
 //! - `finish`: the end-of-run checks.
 //! - `recheck`: re-checking a trace file.
 //!
@@ -61,6 +62,7 @@
 //! | `lease_progress` | LEASE-2 | a replica whose lease ended is not offline within `expect.offline_within_ms` (scenarios that set it) |
 //! | `maintenance_drains` | LEASE-2 | a maintenance drain takes more than ceil(n / batch) + `MAINTENANCE_DRAIN_SLACK_CALLS` answered calls for the n replicas expired when it began, or (deterministic traces) a call handles fewer than `max` yet answers `more = true` |
 //! | `publication_progress` | LOCK-4, CAT-3 | a publication is not committed within `expect.publish_within_ms` (default `PUBLISH_WITHIN_MS`) of its first attempt, not counting database fault windows, network faults between the operator and a registry host, and registry host crashes |
+//! | `reservations_end` | PIN-8, PIN-7 | once every dispatcher is done, a reservation is still held when the drain ends: the scenario's reservation hold, two maintenance intervals and a call timeout later |
 //! | `liveness` | SIM-3 | a surviving dispatcher's action has not ended by the deadline after the heal |
 //! | `expectation` | SIM-2 | a counter the scenario expects is out of bounds (a fault that never fired) |
 

@@ -294,7 +294,15 @@ impl Action {
             });
             self.settle(&held, outcome).await?;
             if plan.repeat_settle {
-                self.settle(&held, outcome).await?;
+                // The first settlement was answered: a late resolve may
+                // since have reserved the route again under a fresh fence
+                // (PIN-3), so this copy may be `fence_lost`, which changes
+                // nothing this action did.
+                match self.settle(&held, outcome).await {
+                    Ok(_) => {}
+                    Err(kind) if kind == "fence_lost" => {}
+                    Err(kind) => return Err(kind),
+                }
             }
             let again = plan.reconcile && round == 0 && outcome != Outcome::Completed;
             if !again {
