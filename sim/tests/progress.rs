@@ -391,3 +391,56 @@ fn a_publication_bound_outside_its_limits_is_refused_naming_the_key() {
     let ok = format!("{STANDARD_SCENARIO}\n[expect]\npublish_within_ms = {bound}\n");
     Scenario::parse("s.toml", &ok).unwrap_or_else(|e| panic!("{e}"));
 }
+
+// Every reservation ends (`reservations_end`, PIN-8).
+
+#[test]
+fn a_reservation_nobody_waits_for_is_released_by_the_hold_and_caught_without_it() {
+    // spec: PIN-8, PIN-7
+    let plant = PlantedBug::Store(connreg::plant::Plant::HoldNeverExpires);
+    assert_eq!(plant.scenario(), "0034_resolve_after_caller_gave_up.toml");
+    let lines = clean_trace(plant.scenario());
+    let drains: Vec<&Value> = lines.iter().filter(|l| l["ev"] == "drain").collect();
+    assert_eq!(drains.len(), 1, "the run drained once");
+    let hold_releases = lines
+        .iter()
+        .filter(|l| l["ev"] == "reply" && l["resp"]["op"] == "maintain")
+        .flat_map(|l| {
+            l["resp"]["result"]["Ok"]["releases"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|r| r["reason"] == "hold_expired")
+        .count();
+    assert!(
+        hold_releases >= 1,
+        "the hold released what nobody waits for"
+    );
+    let end = lines.last().unwrap();
+    assert!(
+        end["counters"]["holds_expired"].as_u64().unwrap() >= 1,
+        "{end}"
+    );
+
+    let report = run_seed_one(plant.scenario(), Some(plant), true);
+    assert!(
+        count(&report, invariant::RESERVATIONS_END) > 0,
+        "{:#?}",
+        report.violations
+    );
+    let text = String::from_utf8(report.trace.clone().expect("the trace was kept")).unwrap();
+    let planted: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let verdict = recheck_lines(&planted);
+    assert!(
+        verdict
+            .violations
+            .iter()
+            .any(|v| v.invariant == invariant::RESERVATIONS_END.0),
+        "check-trace sees it too: {:#?}",
+        verdict.violations
+    );
+}
