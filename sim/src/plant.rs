@@ -207,7 +207,7 @@ impl PlantedBug {
             PlantedBug::SharedStopSignal => "0002_duplicate_resolve_storm.toml",
             PlantedBug::PublicationStarves => "0023_hot_tenant.toml",
             PlantedBug::MaintenanceBatchShrinks => "0022_mass_expiry.toml",
-            PlantedBug::ReconcileOtherFenceOutcome => "0029_late_created_after_refusal.toml",
+            PlantedBug::ReconcileOtherFenceOutcome => "0021_dispatcher_crash_reconciliation.toml",
         }
     }
 
