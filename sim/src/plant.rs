@@ -99,6 +99,10 @@ pub enum PlantedBug {
     /// held route with it: a retry's fresh reservation that ran is settled
     /// with the earlier round's outcome (`cancelled`, with no cancel sent).
     ReconcileOtherFenceOutcome,
+    /// A dispatcher whose settlement got no answer waits for one forever
+    /// instead of retrying: the action never ends, though every fault
+    /// healed.
+    SettleWaitsForever,
 }
 
 impl PlantedBug {
@@ -117,6 +121,7 @@ impl PlantedBug {
         all.push(PlantedBug::PublicationStarves);
         all.push(PlantedBug::MaintenanceBatchShrinks);
         all.push(PlantedBug::ReconcileOtherFenceOutcome);
+        all.push(PlantedBug::SettleWaitsForever);
         all
     }
 
@@ -136,6 +141,7 @@ impl PlantedBug {
             PlantedBug::PublicationStarves => "publication-starves",
             PlantedBug::MaintenanceBatchShrinks => "maintenance-batch-shrinks",
             PlantedBug::ReconcileOtherFenceOutcome => "reconcile-other-fence-outcome",
+            PlantedBug::SettleWaitsForever => "settle-waits-forever",
         }
     }
 
@@ -179,6 +185,9 @@ impl PlantedBug {
             PlantedBug::ReconcileOtherFenceOutcome => {
                 "a restarted dispatcher settles a retry's fresh reservation with an earlier round's outcome"
             }
+            PlantedBug::SettleWaitsForever => {
+                "a dispatcher whose settlement got no answer waits for one forever instead of retrying"
+            }
         }
     }
 
@@ -208,6 +217,7 @@ impl PlantedBug {
             PlantedBug::PublicationStarves => "0023_hot_tenant.toml",
             PlantedBug::MaintenanceBatchShrinks => "0022_mass_expiry.toml",
             PlantedBug::ReconcileOtherFenceOutcome => "0021_dispatcher_crash_reconciliation.toml",
+            PlantedBug::SettleWaitsForever => "0003_retry_after_lost_answer.toml",
         }
     }
 
@@ -236,6 +246,7 @@ impl PlantedBug {
             PlantedBug::PublicationStarves => invariant::PUBLICATION_PROGRESS.0,
             PlantedBug::MaintenanceBatchShrinks => invariant::MAINTENANCE_DRAINS.0,
             PlantedBug::ReconcileOtherFenceOutcome => invariant::TRUTHFUL.0,
+            PlantedBug::SettleWaitsForever => invariant::LIVENESS.0,
         }
     }
 

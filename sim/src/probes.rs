@@ -357,6 +357,8 @@ struct Route {
 ///   waiting for it (the call failed at its caller first), or every
 ///   dispatcher is done with reservations still held (a `drain`): only the
 ///   registry's hold can end what nobody knows of.
+/// - `settle-waits-forever`: a settlement gets no answer (it fails at its
+///   caller).
 /// - `maintenance-batch-shrinks`: a maintenance answer expires at least
 ///   [`MAINTENANCE_SHRUNK_BATCH`] replicas (the plant answers that many;
 ///   without it more are expired at once).
@@ -510,6 +512,9 @@ impl Probes {
                 let op = self.close(*id);
                 if let Some(op) = op {
                     self.fire(format!("answer:{op}:rpc_failed"));
+                    if op == "settle" {
+                        self.plant(PlantedBug::SettleWaitsForever);
+                    }
                     if op == "resolve" {
                         self.plant(PlantedBug::CommitReplyLostAsFailure);
                         self.resolves_given_up.insert(*id);

@@ -444,3 +444,27 @@ fn a_reservation_nobody_waits_for_is_released_by_the_hold_and_caught_without_it(
         verdict.violations
     );
 }
+
+// Every action ends (`liveness`, SIM-3).
+
+#[test]
+fn an_action_waiting_forever_for_a_lost_answer_is_caught_by_liveness() {
+    // spec: SIM-3, SETTLE-4
+    let plant = PlantedBug::SettleWaitsForever;
+    assert_eq!(plant.scenario(), "0003_retry_after_lost_answer.toml");
+    let report = run_seed_one(plant.scenario(), Some(plant), false);
+    assert!(
+        count(&report, invariant::LIVENESS) > 0,
+        "{:#?}",
+        report.violations
+    );
+    assert!(
+        report.violations.iter().all(
+            |v| v.invariant == invariant::LIVENESS.0 || v.invariant == invariant::EXPECTATION.0
+        ),
+        "only the actions that never end, and the counts they leave short: {:#?}",
+        report.violations
+    );
+    let clean = run_seed_one(plant.scenario(), None, false);
+    assert!(clean.ok(), "{:#?}", clean.violations);
+}

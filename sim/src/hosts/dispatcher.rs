@@ -722,6 +722,11 @@ impl Action {
                 Ok(Response::Settle { result: Err(e) }) if e.kind != "unavailable" => {
                     return Err(e.kind);
                 }
+                Err(_) if self.ctx.plant == Some(PlantedBug::SettleWaitsForever) => {
+                    // Planted: the answer is waited for, though it will
+                    // never come.
+                    std::future::pending::<()>().await;
+                }
                 Ok(Response::Settle { .. }) | Err(_) if attempt < RETRIES_MAX => {
                     attempt += 1;
                     self.backoff(attempt).await;
