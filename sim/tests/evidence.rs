@@ -277,6 +277,59 @@ const DEFECTS: &[Defect] = &[
             unbound(l, "resolve_existing");
         },
     ),
+    // One execute performs its side effect twice (`evidence_consistent`).
+    ("execute_twice", "0001_steady_state.toml", |l| {
+        let i = find(l, |v| v["ev"] == "ledger");
+        let again = l[i].clone();
+        l.insert(i + 1, again);
+        let end = l.len() - 1;
+        let c = l[end]["counters"]["executions"].as_u64().unwrap();
+        l[end]["counters"]["executions"] = json!(c + 1);
+        unbound(l, "executions");
+    }),
+    // A dispatcher settles `completed` although the execute answer it
+    // received said `unknown` (`evidence_consistent`).
+    (
+        "settle_contradicts_dispatch",
+        "0001_steady_state.toml",
+        |l| {
+            let i = find(l, |v| {
+                reply_of(v, "execute")
+                    && v["resp"]["execution"] == "completed"
+                    && v["lost"] == false
+            });
+            l[i]["resp"]["execution"] = json!("unknown");
+        },
+    ),
+    // `route_get` answers `reserved` with a fence whose release was
+    // answered before the read was sent (`evidence_consistent`).
+    (
+        "route_get_reserved_after_release",
+        "0001_steady_state.toml",
+        |l| {
+            let i = find(l, releasing_settle);
+            let asked = l[i]["id"].clone();
+            let rpc = find(l, |v| v["ev"] == "rpc" && v["id"] == asked);
+            let assignment = l[rpc]["req"]["params"]["assignment"].clone();
+            let (t, caller, registry) = (
+                l[i]["t"].clone(),
+                l[rpc]["from"].clone(),
+                l[rpc]["to"].clone(),
+            );
+            let id = l.iter().filter_map(|v| v["id"].as_u64()).max().unwrap() + 1;
+            let read = json!({"t": t, "ev": "rpc", "id": id, "from": caller, "to": registry,
+            "req": {"op": "route_get", "tenant": assignment["identity"]["tenant"],
+                    "action": assignment["identity"]["action"]}});
+            let answer = json!({"t": t, "ev": "reply", "id": id, "from": registry, "to": caller,
+            "resp": {"op": "route_get", "result": {"Ok": {"assignment": assignment,
+                     "reserved": true, "last_settlement": null}}},
+            "lost": false, "clock": l[i]["clock"]});
+            let delivered = json!({"t": t, "ev": "delivered", "id": id});
+            l.insert(i + 1, delivered);
+            l.insert(i + 1, answer);
+            l.insert(i + 1, read);
+        },
+    ),
     // An answer claims a registry clock the run's clock never read then.
     ("answer_clock_off", "0001_steady_state.toml", |l| {
         let i = find(l, |v| reply_of(v, "resolve"));

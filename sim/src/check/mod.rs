@@ -37,6 +37,7 @@
 //! - `publication`: `publication_progress`, publications that land, and
 //!   the time faults excuse.
 //! - `ends`: `reservations_end`, every reservation ends by the drain.
+//! - `seen`: `evidence_consistent`, what callers and providers saw.
 //! - `finish`: the end-of-run checks.
 //! - `recheck`: re-checking a trace file.
 //!
@@ -62,6 +63,7 @@
 //! | `lease_progress` | LEASE-2 | a replica whose lease ended is not offline within `expect.offline_within_ms` (scenarios that set it) |
 //! | `maintenance_drains` | LEASE-2 | a maintenance drain takes more than ceil(n / batch) + `MAINTENANCE_DRAIN_SLACK_CALLS` answered calls for the n replicas expired when it began, or (deterministic traces) a call handles fewer than `max` yet answers `more = true` |
 //! | `publication_progress` | LOCK-4, CAT-3 | a publication is not committed within `expect.publish_within_ms` (default `PUBLISH_WITHIN_MS`) of its first attempt, not counting database fault windows, network faults between the operator and a registry host, and registry host crashes |
+//! | `evidence_consistent` | PIN-5, PIN-7, SETTLE-1 | one execute performs its side effect twice; a host settles `completed` with no `completed` execute answer for that fence, or `outcome_unknown` after one; `route_get` answers `reserved` with a fence whose release was answered before the read was sent |
 //! | `reservations_end` | PIN-8, PIN-7 | once every dispatcher is done, a reservation is still held when the drain ends: the scenario's reservation hold, two maintenance intervals and a call timeout later |
 //! | `liveness` | SIM-3 | a surviving dispatcher's action has not ended by the deadline after the heal |
 //! | `expectation` | SIM-2 | a counter the scenario expects is out of bounds (a fault that never fired) |
@@ -83,6 +85,7 @@ mod progress;
 mod publication;
 mod recheck;
 mod resolve;
+mod seen;
 mod settlement;
 mod snapshot;
 mod truth;
@@ -155,6 +158,8 @@ pub mod invariant {
     /// See the module table.
     pub const RESERVATIONS_END: (&str, &str) = ("reservations_end", "PIN-8 PIN-7");
     /// See the module table.
+    pub const EVIDENCE: (&str, &str) = ("evidence_consistent", "PIN-5 PIN-7 SETTLE-1");
+    /// See the module table.
     pub const EXPECTATION: (&str, &str) = ("expectation", "SIM-2");
     /// The harness itself failed (a malformed trace, a step budget).
     pub const RUN: (&str, &str) = ("run", "SIM-1");
@@ -201,6 +206,8 @@ pub struct Checker {
     drain_until_ms: Option<u64>,
     /// Resolve calls sent and not yet failed at their caller.
     resolve_calls: BTreeSet<u64>,
+    /// What hosts were told and providers did (`evidence_consistent`).
+    seen: seen::Seen,
     deferred: Vec<Deferred>,
     db_faults: DbFaultWindows,
     fates: ActionFates,
@@ -361,6 +368,7 @@ impl Checker {
                     _ => {}
                 }
                 self.on_request(from, to, req);
+                self.seen_sent(*id, from, req);
                 self.calls.insert(*id, (from.clone(), req.clone()));
             }
             Event::Reply {
@@ -391,6 +399,7 @@ impl Checker {
                     }
                 }
                 self.check_released(&req, resp, released.as_deref());
+                self.seen_replied(*id, &req, resp);
                 self.on_reply(&req, resp, *lost, t);
                 self.follow_fates(*id, &req, resp);
                 match (&req, resp) {
@@ -426,6 +435,7 @@ impl Checker {
                 }
                 self.delivered.insert(*id);
                 self.drains.ended(*id, false);
+                self.seen_delivered(*id);
             }
             Event::RpcFailed { id, .. } => {
                 self.counters.rpc_failures += 1;
@@ -454,6 +464,7 @@ impl Checker {
             } => {
                 self.counters.executions += 1;
                 self.evidence.ran(action, *fence, *rpc);
+                self.seen_ledger(*rpc, action, *fence);
                 let caused = self.executes.get(rpc).is_some_and(|(to, a, f)| {
                     *to == replica_host(replica.as_str()) && a == action && f == fence
                 });
@@ -762,6 +773,7 @@ impl Checker {
         match f {
             FaultEvent::Crash { hosts } => {
                 self.counters.crashes += hosts.len() as u64;
+                self.seen_crashed(hosts);
                 for host in hosts {
                     let gone: Vec<(String, u64)> = self
                         .open_actions
