@@ -19,7 +19,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Rule areas, in catalogue order, with their rule counts.
-const AREAS: [(&str, u32); 10] = [
+const AREAS: [(&str, u32); 11] = [
     ("REC", 8),
     ("CAT", 10),
     ("ROUTE", 11),
@@ -30,6 +30,7 @@ const AREAS: [(&str, u32); 10] = [
     ("DIR", 8),
     ("LOCK", 6),
     ("SIM", 6),
+    ("EVID", 9),
 ];
 
 /// The areas the registry core and its conformance suite own.

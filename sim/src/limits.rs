@@ -255,3 +255,16 @@ pub const SWEEP_NEVER_FIRED_PRINTED_MAX: usize = 200;
 /// `connreg-sim probes` names the plants whose code path fewer than this
 /// many scenarios reach.
 pub const PLANT_REACH_FEW: usize = 3;
+
+/// Fences a replica keeps a record of (EVID-9: whether a cancel reached
+/// it, what its executions answered), oldest forgotten first: a fence whose
+/// cancellation is kept is refused by later executes. A careful dispatcher
+/// stops dispatching a reservation within the registry's reservation hold,
+/// so this need only cover the fences a replica serves within one hold; it
+/// is far above what a simulated replica serves in a run.
+pub const REPLICA_FENCES_KEPT: usize = 4_096;
+
+/// Fences a dispatcher keeps as known released (EVID-4), oldest forgotten
+/// first (by fence, which grows with time); far above what a simulated
+/// dispatcher settles in a run.
+pub const DISPATCHER_RELEASED_KEPT: usize = 4_096;

@@ -103,6 +103,10 @@ pub enum PlantedBug {
     /// instead of retrying: the action never ends, though every fault
     /// healed.
     SettleWaitsForever,
+    /// A replica forgets its cancellations: an `execute` of a fence it was
+    /// told to cancel runs, though the fence's settlement (with an action
+    /// ID another dispatcher shares) may already say `cancelled`.
+    CancelForgotten,
 }
 
 impl PlantedBug {
@@ -122,6 +126,7 @@ impl PlantedBug {
         all.push(PlantedBug::MaintenanceBatchShrinks);
         all.push(PlantedBug::ReconcileOtherFenceOutcome);
         all.push(PlantedBug::SettleWaitsForever);
+        all.push(PlantedBug::CancelForgotten);
         all
     }
 
@@ -142,6 +147,7 @@ impl PlantedBug {
             PlantedBug::MaintenanceBatchShrinks => "maintenance-batch-shrinks",
             PlantedBug::ReconcileOtherFenceOutcome => "reconcile-other-fence-outcome",
             PlantedBug::SettleWaitsForever => "settle-waits-forever",
+            PlantedBug::CancelForgotten => "cancel-forgotten",
         }
     }
 
@@ -188,6 +194,9 @@ impl PlantedBug {
             PlantedBug::SettleWaitsForever => {
                 "a dispatcher whose settlement got no answer waits for one forever instead of retrying"
             }
+            PlantedBug::CancelForgotten => {
+                "a replica forgets its cancellations: a later execute of a cancelled fence runs"
+            }
         }
     }
 
@@ -218,6 +227,7 @@ impl PlantedBug {
             PlantedBug::MaintenanceBatchShrinks => "0022_mass_expiry.toml",
             PlantedBug::ReconcileOtherFenceOutcome => "0021_dispatcher_crash_reconciliation.toml",
             PlantedBug::SettleWaitsForever => "0003_retry_after_lost_answer.toml",
+            PlantedBug::CancelForgotten => "0035_shared_action_cancelled.toml",
         }
     }
 
@@ -247,6 +257,7 @@ impl PlantedBug {
             PlantedBug::MaintenanceBatchShrinks => invariant::MAINTENANCE_DRAINS.0,
             PlantedBug::ReconcileOtherFenceOutcome => invariant::TRUTHFUL.0,
             PlantedBug::SettleWaitsForever => invariant::LIVENESS.0,
+            PlantedBug::CancelForgotten => invariant::EVIDENCE.0,
         }
     }
 

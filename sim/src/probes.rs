@@ -357,6 +357,8 @@ struct Route {
 ///   waiting for it (the call failed at its caller first), or every
 ///   dispatcher is done with reservations still held (a `drain`): only the
 ///   registry's hold can end what nobody knows of.
+/// - `cancel-forgotten`: an `execute` is sent to a replica after a cancel
+///   of the same action and fence was sent to it.
 /// - `settle-waits-forever`: a settlement gets no answer (it fails at its
 ///   caller).
 /// - `maintenance-batch-shrinks`: a maintenance answer expires at least
@@ -368,6 +370,8 @@ pub struct Probes {
     calls: BTreeMap<u64, Call>,
     open_resolves: BTreeMap<ActionId, u32>,
     open_executes: BTreeMap<(String, ActionId, FenceToken), u32>,
+    /// Cancels sent: (replica host, action, fence).
+    cancels_sent: BTreeSet<(String, ActionId, FenceToken)>,
     routes: BTreeMap<ActionId, Route>,
     released: BTreeSet<(ActionId, FenceToken)>,
     rows: BTreeMap<ReplicaId, Row>,
@@ -654,7 +658,14 @@ impl Probes {
                 if *n > 1 {
                     self.plant(PlantedBug::SharedStopSignal);
                 }
+                if self.cancels_sent.contains(&key) {
+                    self.plant(PlantedBug::CancelForgotten);
+                }
                 call.execute = Some(key);
+            }
+            Request::Cancel { action, fence } => {
+                self.cancels_sent
+                    .insert((to.to_string(), action.clone(), *fence));
             }
             _ => {}
         }

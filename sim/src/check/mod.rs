@@ -38,6 +38,9 @@
 //!   the time faults excuse.
 //! - `ends`: `reservations_end`, every reservation ends by the drain.
 //! - `seen`: `evidence_consistent`, what callers and providers saw.
+//! - `witness`: `lease_respected`, `monotonic_reads`, `commit_order` and
+//!   `dispatch_by_holder`, what the trace proves of leases, reads, commit
+//!   order and who holds a fence.
 //! - `finish`: the end-of-run checks.
 //! - `recheck`: re-checking a trace file.
 //!
@@ -63,9 +66,13 @@
 //! | `lease_progress` | LEASE-2 | a replica whose lease ended is not offline within `expect.offline_within_ms` (scenarios that set it) |
 //! | `maintenance_drains` | LEASE-2 | a maintenance drain takes more than ceil(n / batch) + `MAINTENANCE_DRAIN_SLACK_CALLS` answered calls for the n replicas expired when it began, or (deterministic traces) a call handles fewer than `max` yet answers `more = true` |
 //! | `publication_progress` | LOCK-4, CAT-3 | a publication is not committed within `expect.publish_within_ms` (default `PUBLISH_WITHIN_MS`) of its first attempt, not counting database fault windows, network faults between the operator and a registry host, and registry host crashes |
-//! | `evidence_consistent` | PIN-5, PIN-7, SETTLE-1 | one execute performs its side effect twice; a host settles `completed` with no `completed` execute answer for that fence, or `outcome_unknown` after one; `route_get` answers `reserved` with a fence whose release was answered before the read was sent |
+//! | `evidence_consistent` | PIN-5, PIN-7, SETTLE-1, EVID-4, EVID-5, EVID-7, EVID-8, EVID-9 | a host executes a fence after an answer it received showed it no longer held; a side effect starts after a `cancelled` settlement released its fence; one execute performs its side effect twice; a host settles `completed` with no `completed` execute answer for that fence, or `outcome_unknown` after one; `route_get` answers `reserved` with a fence whose release was answered before the read was sent |
 //! | `reservations_end` | PIN-8, PIN-7 | once every dispatcher is done, a reservation is still held when the drain ends: the scenario's reservation hold, two maintenance intervals and a call timeout later |
 //! | `liveness` | SIM-3 | a surviving dispatcher's action has not ended by the deadline after the heal |
+//! | `lease_respected` | LEASE-1, LEASE-2, LEASE-4, EVID-1 | maintenance expires a replica whose lease, as its last applied heartbeat or registration set it, has not ended at the maintenance's clock, or (deterministic traces) answers `more = false` while a lease it should have ended remains |
+//! | `monotonic_reads` | CAT-3, EVID-2 | a host is shown a first page at a revision below one it already received |
+//! | `commit_order` | LOCK-1, EVID-3 | committing answers appear out of the store's commit order: new fences decrease along a deterministic trace, or commit sequences along a commit-ordered one |
+//! | `dispatch_by_holder` | ROUTE-8, EVID-6 | a host executes or cancels a fence no answer it received carried |
 //! | `expectation` | SIM-2 | a counter the scenario expects is out of bounds (a fault that never fired) |
 
 mod accounting;
@@ -91,6 +98,7 @@ mod snapshot;
 mod truth;
 mod truthful;
 mod unavailable;
+mod witness;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -158,7 +166,18 @@ pub mod invariant {
     /// See the module table.
     pub const RESERVATIONS_END: (&str, &str) = ("reservations_end", "PIN-8 PIN-7");
     /// See the module table.
-    pub const EVIDENCE: (&str, &str) = ("evidence_consistent", "PIN-5 PIN-7 SETTLE-1");
+    pub const EVIDENCE: (&str, &str) = (
+        "evidence_consistent",
+        "PIN-5 PIN-7 SETTLE-1 EVID-4 EVID-5 EVID-7 EVID-8 EVID-9",
+    );
+    /// See the module table.
+    pub const LEASE: (&str, &str) = ("lease_respected", "LEASE-1 LEASE-2 LEASE-4 EVID-1");
+    /// See the module table.
+    pub const MONOTONIC_READS: (&str, &str) = ("monotonic_reads", "CAT-3 EVID-2");
+    /// See the module table.
+    pub const COMMIT_ORDER: (&str, &str) = ("commit_order", "LOCK-1 EVID-3");
+    /// See the module table.
+    pub const HOLDER: (&str, &str) = ("dispatch_by_holder", "ROUTE-8 EVID-6");
     /// See the module table.
     pub const EXPECTATION: (&str, &str) = ("expectation", "SIM-2");
     /// The harness itself failed (a malformed trace, a step budget).
@@ -208,6 +227,8 @@ pub struct Checker {
     resolve_calls: BTreeSet<u64>,
     /// What hosts were told and providers did (`evidence_consistent`).
     seen: seen::Seen,
+    /// Leases, reads, commit order and fences as the hosts saw them.
+    witness: witness::Witness,
     deferred: Vec<Deferred>,
     db_faults: DbFaultWindows,
     fates: ActionFates,
@@ -369,6 +390,7 @@ impl Checker {
                 }
                 self.on_request(from, to, req);
                 self.seen_sent(*id, from, req);
+                self.witness_sent(*id, from, req);
                 self.calls.insert(*id, (from.clone(), req.clone()));
             }
             Event::Reply {
@@ -378,6 +400,7 @@ impl Checker {
                 lost,
                 clock,
                 released,
+                commit,
                 ..
             } => {
                 let Some((caller, req)) = self.calls.remove(id) else {
@@ -399,7 +422,8 @@ impl Checker {
                     }
                 }
                 self.check_released(&req, resp, released.as_deref());
-                self.seen_replied(*id, &req, resp);
+                self.seen_replied(*id, &caller, &req, resp);
+                self.witness_replied(*id, &caller, &req, resp, *clock, *commit);
                 self.on_reply(&req, resp, *lost, t);
                 self.follow_fates(*id, &req, resp);
                 match (&req, resp) {
@@ -436,6 +460,7 @@ impl Checker {
                 self.delivered.insert(*id);
                 self.drains.ended(*id, false);
                 self.seen_delivered(*id);
+                self.witness_delivered(*id);
             }
             Event::RpcFailed { id, .. } => {
                 self.counters.rpc_failures += 1;

@@ -14,6 +14,18 @@
 //!   not answer `reserved` with a fence whose release an answer reported
 //!   before the read was sent (fences are never reserved twice: a retry
 //!   takes a fresh one, PIN-3).
+//! - A side effect runs under a held reservation (EVID-4): a host does not
+//!   execute a fence after an answer it received reported that fence no
+//!   longer held (its settlement, a maintenance's releases, a `route_get`
+//!   showing it released). What a host was not told it cannot act on: an
+//!   execute sent before a release, or by a host that never learnt of it
+//!   (a lease that ended under a silenced zone), may run after it, and the
+//!   release that ended the reservation bounds what the registry claims.
+//! - A `cancelled` settlement is the fence's last word (EVID-9): with an
+//!   action ID shared by several dispatchers, one may cancel while another
+//!   holds the same fence from an `existing` answer; the replica keeps the
+//!   cancellation and refuses that fence's later executes, so no side
+//!   effect of a fence starts after a `cancelled` settlement released it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,6 +60,14 @@ pub(super) struct Seen {
     told: BTreeMap<(String, ActionId, FenceToken), Told>,
     /// fence → the highest call ID sent when an answer reported its release.
     released_by_call: BTreeMap<FenceToken, u64>,
+    /// Fences a `cancelled` settlement released.
+    cancelled: BTreeSet<FenceToken>,
+    /// Answers not yet delivered that report fences no longer held: call →
+    /// (caller, fences).
+    release_answers: BTreeMap<u64, (String, Vec<FenceToken>)>,
+    /// (host, fence): an answer the host received reported the fence no
+    /// longer held.
+    known_released: BTreeSet<(String, FenceToken)>,
 }
 
 impl Checker {
@@ -55,6 +75,20 @@ impl Checker {
     pub(super) fn seen_sent(&mut self, id: u64, from: &str, req: &Request) {
         match req {
             Request::Execute { assignment } => {
+                let fence = assignment.reservation.fence;
+                if self
+                    .seen
+                    .known_released
+                    .contains(&(from.to_string(), fence))
+                {
+                    self.violate(
+                        invariant::EVIDENCE,
+                        format!(
+                            "{from} executed {} with fence {} (call {id}) after an answer it received reported that fence released",
+                            assignment.identity.action, fence.0
+                        ),
+                    );
+                }
                 self.seen.executes.insert(
                     id,
                     (
@@ -98,16 +132,39 @@ impl Checker {
     }
 
     /// Call `id` was answered `resp` (recorded by the answering host).
-    pub(super) fn seen_replied(&mut self, id: u64, req: &Request, resp: &Response) {
+    pub(super) fn seen_replied(&mut self, id: u64, caller: &str, req: &Request, resp: &Response) {
+        let gone: Vec<FenceToken> = match (req, resp) {
+            // Settled, now or before: the fence is no longer held.
+            (Request::Settle { params }, Response::Settle { result: Ok(_) }) => {
+                vec![params.assignment.reservation.fence]
+            }
+            (Request::Maintain { .. }, Response::Maintain { result: Ok(m) }) => {
+                m.releases.iter().map(|r| r.fence).collect()
+            }
+            (
+                Request::RouteGet { .. },
+                Response::RouteGet {
+                    result: Ok(Some(route)),
+                },
+            ) if !route.reserved => vec![route.assignment.reservation.fence],
+            _ => Vec::new(),
+        };
+        if !gone.is_empty() {
+            self.seen
+                .release_answers
+                .insert(id, (caller.to_string(), gone));
+        }
         match (req, resp) {
             (Request::Execute { .. }, Response::Execute { execution }) => {
                 self.seen.answers.insert(id, *execution);
             }
             (Request::Settle { params }, Response::Settle { result: Ok(s) }) if s.released => {
                 let last = self.last_call;
-                self.seen
-                    .released_by_call
-                    .insert(params.assignment.reservation.fence, last);
+                let fence = params.assignment.reservation.fence;
+                self.seen.released_by_call.insert(fence, last);
+                if params.outcome == Outcome::Cancelled {
+                    self.seen.cancelled.insert(fence);
+                }
             }
             (Request::Maintain { .. }, Response::Maintain { result: Ok(m) }) => {
                 let last = self.last_call;
@@ -141,6 +198,11 @@ impl Checker {
 
     /// The answer to call `id` reached its caller.
     pub(super) fn seen_delivered(&mut self, id: u64) {
+        if let Some((host, fences)) = self.seen.release_answers.remove(&id) {
+            for f in fences {
+                self.seen.known_released.insert((host.clone(), f));
+            }
+        }
         let Some(execution) = self.seen.answers.remove(&id) else {
             return;
         };
@@ -166,6 +228,15 @@ impl Checker {
 
     /// A side effect caused by `execute` call `rpc`.
     pub(super) fn seen_ledger(&mut self, rpc: u64, action: &ActionId, fence: FenceToken) {
+        if self.seen.cancelled.contains(&fence) {
+            self.violate(
+                invariant::EVIDENCE,
+                format!(
+                    "the execute of {action} (fence {}, call {rpc}) performed its side effect after a cancelled settlement released that fence",
+                    fence.0
+                ),
+            );
+        }
         if !self.seen.ledger_calls.insert(rpc) {
             self.violate(
                 invariant::EVIDENCE,

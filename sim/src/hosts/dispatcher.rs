@@ -36,7 +36,7 @@ use rand::rngs::SmallRng;
 use super::rpc::{CallError, call, call_at};
 use super::{Ctx, Journaled, backoff_ms, between, sleep_ms};
 use crate::fleet::MixPlan;
-use crate::limits::RETRIES_MAX;
+use crate::limits::{DISPATCHER_RELEASED_KEPT, RETRIES_MAX};
 use crate::plant::PlantedBug;
 use crate::trace::Event;
 use crate::wire::{Execution, REGISTRY_PORT, REPLICA_PORT, Request, Response};
@@ -204,6 +204,15 @@ async fn reconcile_journal(ctx: &Rc<Ctx>, me: &str, inc: u64, rng: &mut SmallRng
             p.open.remove(&n);
         }
     }
+}
+
+/// True when an answer to an action of dispatcher `me` showed `fence` no
+/// longer held (EVID-4).
+fn knows_released(ctx: &Ctx, me: &str, fence: FenceToken) -> bool {
+    ctx.dispatchers
+        .borrow()
+        .get(me)
+        .is_some_and(|p| p.released.contains(&fence))
 }
 
 /// Ties action `n`'s journal entry to `fence` (dropping another fence's
@@ -516,10 +525,17 @@ impl Action {
         let w = self.ctx.scenario.workload.clone();
         let mut failures = 0u32;
         loop {
-            match self
-                .dispatch_once(plan, held, cancel && failures == 0)
-                .await
-            {
+            // Another action of this dispatcher under the same (shared)
+            // action ID may have settled the fence this one holds: it is
+            // not dispatched again (EVID-4); a resolve takes the route's
+            // fresh reservation instead (PIN-3).
+            let attempt = if self.knows_released(held.reservation.fence) {
+                Err(CallError::Transport)
+            } else {
+                self.dispatch_once(plan, held, cancel && failures == 0)
+                    .await
+            };
+            match attempt {
                 Ok(execution) => return Ok(execution),
                 Err(_) => {
                     failures += 1;
@@ -547,6 +563,23 @@ impl Action {
                 }
             }
         }
+    }
+
+    /// Keeps `fence` as no longer held, for every action of this
+    /// dispatcher (EVID-4).
+    fn learn_released(&self, fence: FenceToken) {
+        if let Some(p) = self.ctx.dispatchers.borrow_mut().get_mut(&self.me) {
+            p.released.insert(fence);
+            while p.released.len() > DISPATCHER_RELEASED_KEPT {
+                p.released.pop_first();
+            }
+        }
+    }
+
+    /// True when an answer to an action of this dispatcher showed `fence`
+    /// no longer held.
+    fn knows_released(&self, fence: FenceToken) -> bool {
+        knows_released(&self.ctx, &self.me, fence)
     }
 
     async fn dispatch_once(
@@ -580,7 +613,13 @@ impl Action {
         }
         let ctx = self.ctx.clone();
         let me = self.me.clone();
+        let fence = held.reservation.fence;
         let running = tokio::task::spawn_local(async move {
+            // The call starts when the task first runs: another action of
+            // this dispatcher may have settled the fence in between.
+            if knows_released(&ctx, &me, fence) {
+                return Err(CallError::Transport);
+            }
             call_at(
                 &ctx,
                 &me,
@@ -606,6 +645,9 @@ impl Action {
             result: Ok(Some(route)),
         }) = self.registry_call(get).await
         {
+            if !route.reserved {
+                self.learn_released(route.assignment.reservation.fence);
+            }
             let a = route.assignment;
             let cancel = Request::Cancel {
                 action: a.identity.action.clone(),
@@ -637,7 +679,9 @@ impl Action {
     /// dispatched, cancelled on the route's replica (PIN-5) and settled as
     /// cancelled when the cancellation stopped it, else as outcome_unknown
     /// (the route names the replica that bound the uncertain outcome,
-    /// PIN-6); a fence never dispatched settles as cancelled. Evidence
+    /// PIN-6); a fence never dispatched is cancelled on the replica too
+    /// (which keeps it, EVID-9) and settles as cancelled once the replica
+    /// answered, else as outcome_unknown. Evidence
     /// the journal holds of another fence (an earlier round's) says
     /// nothing of this one (PIN-7). Returns the result the trace records.
     async fn reconcile(&mut self, entry: &Journaled) -> String {
@@ -665,6 +709,9 @@ impl Action {
                 Ok(_) => return "failed:refused".into(),
             }
         };
+        if let Some(r) = route.as_ref().filter(|r| !r.reserved) {
+            self.learn_released(r.assignment.reservation.fence);
+        }
         let Some(route) = route.filter(|r| r.reserved) else {
             return "nothing_held".into();
         };
@@ -678,7 +725,7 @@ impl Action {
             entry.evidence(held.reservation.fence)
         };
         let mut outcome = known.unwrap_or(Outcome::Cancelled);
-        if dispatched && known.is_none() {
+        if known.is_none() {
             let cancel = Request::Cancel {
                 action: held.identity.action.clone(),
                 fence: held.reservation.fence,
@@ -694,7 +741,15 @@ impl Action {
                 timeout,
             )
             .await;
-            if !matches!(stopped, Ok(Response::Cancel { running: true })) {
+            // A fence this dispatcher dispatched is cancelled only when
+            // the cancel stopped it; one it never dispatched, once the
+            // replica kept the cancel (another dispatcher sharing the
+            // action ID may hold the same fence, EVID-9).
+            let kept = match stopped {
+                Ok(Response::Cancel { running }) => running || !dispatched,
+                _ => false,
+            };
+            if !kept {
                 outcome = Outcome::OutcomeUnknown;
             }
         }
@@ -718,7 +773,11 @@ impl Action {
                 outcome,
             };
             match self.registry_call(Request::Settle { params }).await {
-                Ok(Response::Settle { result: Ok(s) }) => return Ok(s),
+                Ok(Response::Settle { result: Ok(s) }) => {
+                    // Settled now or before: the fence is no longer held.
+                    self.learn_released(held.reservation.fence);
+                    return Ok(s);
+                }
                 Ok(Response::Settle { result: Err(e) }) if e.kind != "unavailable" => {
                     return Err(e.kind);
                 }

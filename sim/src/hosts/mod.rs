@@ -80,6 +80,12 @@ pub(crate) struct DispatcherProgress {
     /// Actions started and not ended, by number: the journal a restarted
     /// dispatcher reconciles from.
     pub(crate) open: BTreeMap<u64, Journaled>,
+    /// Fences an answer to one of its actions showed no longer held (a
+    /// settlement, a `route_get`), kept with the journal: an action of
+    /// the same ID (a shared one) never dispatches them (EVID-4). At most
+    /// [`crate::limits::DISPATCHER_RELEASED_KEPT`], the oldest forgotten
+    /// first.
+    pub(crate) released: BTreeSet<connreg::FenceToken>,
 }
 
 /// One open action in a dispatcher's journal, written before the calls it
@@ -144,6 +150,9 @@ pub(crate) struct Ctx {
     incarnations: RefCell<BTreeMap<String, u64>>,
     health_seq: RefCell<BTreeMap<ReplicaId, u64>>,
     pub(crate) dispatchers: RefCell<BTreeMap<String, DispatcherProgress>>,
+    /// What each replica keeps of the fences it served, by its ID: kept
+    /// on its disk, it survives its crashes (EVID-9).
+    pub(crate) fence_logs: RefCell<BTreeMap<String, replica::FenceLog>>,
     pub(crate) lose: RefCell<LoseAnswers>,
     /// Fleet-grain faults.
     pub(crate) fleet: RefCell<FleetFaults>,
@@ -175,6 +184,7 @@ impl Ctx {
             incarnations: RefCell::new(BTreeMap::new()),
             health_seq: RefCell::new(BTreeMap::new()),
             dispatchers: RefCell::new(BTreeMap::new()),
+            fence_logs: RefCell::new(BTreeMap::new()),
             lose: RefCell::new(LoseAnswers::default()),
             fleet: RefCell::new(FleetFaults::default()),
             plant,

@@ -11,6 +11,16 @@
 //! first, and a `cancel` stops every running execution of its action and
 //! fence. An execution answers `cancelled` only when a cancel stopped it;
 //! a stop signal dropped unsent stops nothing.
+//!
+//! A cancel is also kept (on the replica's disk, so a crash does not lose
+//! it), with what the fence's executions that ran their course answered: a
+//! later `execute` of a cancelled action and fence does not run, and
+//! answers what an earlier execution of that fence answered (`completed`
+//! when the work was done), else `cancelled`. With an action ID shared by
+//! several dispatchers, one may hold the fence another has cancelled and
+//! settled (EVID-9): the work must not start after the registry recorded
+//! it cancelled, and a holder must not be told `cancelled` for work that
+//! was done.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -24,6 +34,7 @@ use tokio::sync::oneshot;
 
 use super::rpc::{call, serve};
 use super::{Ctx, backoff_ms, between, sleep_ms};
+use crate::limits::REPLICA_FENCES_KEPT;
 use crate::plant::PlantedBug;
 use crate::trace::Event;
 use crate::wire::{Envelope, Execution, REGISTRY_PORT, REPLICA_PORT, Request, Response};
@@ -79,6 +90,75 @@ impl Running {
             stopped |= tx.send(()).is_ok();
         }
         stopped
+    }
+}
+
+/// What a replica keeps of the fences it served, at most
+/// [`REPLICA_FENCES_KEPT`], the oldest forgotten first: whether a cancel
+/// of the fence reached it, and what its executions that ran their course
+/// answered.
+#[derive(Debug, Default)]
+pub(crate) struct FenceLog {
+    next: u64,
+    by_fence: BTreeMap<(ActionId, FenceToken), (u64, Kept)>,
+    by_age: BTreeMap<u64, (ActionId, FenceToken)>,
+}
+
+/// One fence in a [`FenceLog`].
+#[derive(Debug, Default, Clone, Copy)]
+struct Kept {
+    cancelled: bool,
+    /// The strongest answer of an execution of the fence that ended:
+    /// `completed` over `unknown` over `cancelled`.
+    finished: Option<Execution>,
+}
+
+impl FenceLog {
+    fn entry(&mut self, key: &(ActionId, FenceToken)) -> &mut Kept {
+        if !self.by_fence.contains_key(key) {
+            self.next += 1;
+            self.by_age.insert(self.next, key.clone());
+            self.by_fence
+                .insert(key.clone(), (self.next, Kept::default()));
+            while self.by_age.len() > REPLICA_FENCES_KEPT {
+                if let Some((_, old)) = self.by_age.pop_first() {
+                    self.by_fence.remove(&old);
+                }
+            }
+        }
+        &mut self
+            .by_fence
+            .get_mut(key)
+            .unwrap_or_else(|| unreachable!("just inserted"))
+            .1
+    }
+
+    /// A cancel of `key` reached the replica.
+    fn cancel(&mut self, key: &(ActionId, FenceToken)) {
+        self.entry(key).cancelled = true;
+    }
+
+    /// An execution of `key` ended with `execution`.
+    fn finished(&mut self, key: &(ActionId, FenceToken), execution: Execution) {
+        let rank = |e: Option<Execution>| match e {
+            Some(Execution::Completed) => 3,
+            Some(Execution::Unknown) => 2,
+            Some(_) => 1,
+            None => 0,
+        };
+        let kept = self.entry(key);
+        if rank(Some(execution)) > rank(kept.finished) {
+            kept.finished = Some(execution);
+        }
+    }
+
+    /// The answer to a new execute of a cancelled fence, which does not
+    /// run: what an earlier execution of it answered, else `cancelled`.
+    /// `None` when the fence was not cancelled.
+    fn refusal(&self, key: &(ActionId, FenceToken)) -> Option<Execution> {
+        let (_, kept) = self.by_fence.get(key)?;
+        kept.cancelled
+            .then(|| kept.finished.unwrap_or(Execution::Cancelled))
     }
 }
 
@@ -190,6 +270,16 @@ async fn handle(
                 assignment.identity.action.clone(),
                 assignment.reservation.fence,
             );
+            let refusal = ctx
+                .fence_logs
+                .borrow()
+                .get(spec.id.as_str())
+                .and_then(|log| log.refusal(&key));
+            if let Some(execution) = refusal
+                && ctx.plant != Some(PlantedBug::CancelForgotten)
+            {
+                return Response::Execute { execution };
+            }
             ctx.emit(Event::Ledger {
                 rpc,
                 action: key.0.clone(),
@@ -225,10 +315,21 @@ async fn handle(
             } else {
                 Execution::Completed
             };
+            ctx.fence_logs
+                .borrow_mut()
+                .entry(spec.id.to_string())
+                .or_default()
+                .finished(&key, execution);
             Response::Execute { execution }
         }
         Request::Cancel { action, fence } => {
-            let running = running.borrow_mut().cancel(&(action.clone(), *fence));
+            let key = (action.clone(), *fence);
+            ctx.fence_logs
+                .borrow_mut()
+                .entry(spec.id.to_string())
+                .or_default()
+                .cancel(&key);
+            let running = running.borrow_mut().cancel(&key);
             Response::Cancel { running }
         }
         _ => Response::Refused {
