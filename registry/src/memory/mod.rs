@@ -107,6 +107,18 @@ impl MemoryRegistry {
         MemoryDataPlane(self.clone())
     }
 
+    /// A registry with a copy of this one's store (not shared: its calls
+    /// leave this one as it is), the same clock, configuration and
+    /// operator. A differential oracle tries a call on a fork to see what
+    /// it would answer at this point without committing it.
+    pub fn fork(&self) -> Result<MemoryRegistry> {
+        let copy = self.lock()?.clone();
+        Ok(MemoryRegistry {
+            store: Arc::new(Mutex::new(copy)),
+            ..self.clone()
+        })
+    }
+
     fn lock(&self) -> Result<MutexGuard<'_, Store>> {
         // A panic while holding the lock leaves the store unknowable: refuse
         // further calls rather than serve half-applied state.
