@@ -111,9 +111,11 @@ struct Renaming {
     to_trace: BTreeMap<String, Value>,
 }
 
-/// Keys whose values are renamed: fence numbers and page cursors.
+/// Keys whose values are renamed: fence numbers and page cursors, and the
+/// operator identity an audit entry records (each backend's own: the
+/// in-memory embedding's name, the PostgreSQL control role).
 fn renamed_key(key: &str) -> bool {
-    matches!(key, "fence" | "next" | "cursor")
+    matches!(key, "fence" | "next" | "cursor" | "operator")
 }
 
 impl Renaming {
@@ -221,6 +223,34 @@ fn comparable(r: &Response) -> Value {
     v
 }
 
+/// Most replicas one replayed decision may skip as held by concurrent
+/// calls before the oracle stops looking for the recorded pick.
+pub const HELD_TRIES_MAX: usize = 16;
+
+/// How often `a`'s request and answer name each replica.
+fn replicas_named(a: &Answer) -> BTreeMap<String, u32> {
+    fn walk(v: &Value, out: &mut BTreeMap<String, u32>) {
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map {
+                    match child {
+                        Value::String(s) if k == "replica" => {
+                            *out.entry(s.clone()).or_default() += 1;
+                        }
+                        _ => walk(child, out),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|c| walk(c, out)),
+            _ => {}
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(&serde_json::to_value(&a.request).unwrap_or(Value::Null), &mut out);
+    walk(&serde_json::to_value(&a.recorded).unwrap_or(Value::Null), &mut out);
+    out
+}
+
 fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
@@ -243,6 +273,9 @@ pub struct Oracle {
     report: OracleReport,
     /// Records seen: the first must be the `start` line.
     records: u64,
+    /// How many of the current step's answers name each replica (in the
+    /// request or the answer): the rows concurrent calls may have held.
+    step_touches: BTreeMap<String, u32>,
     error: Option<String>,
 }
 
@@ -272,6 +305,7 @@ impl Oracle {
             renaming: Renaming::default(),
             report: OracleReport::default(),
             records: 0,
+            step_touches: BTreeMap::new(),
             error: None,
         })
     }
@@ -400,7 +434,15 @@ impl Oracle {
         }
         self.set_clock(a);
         let request = self.renaming.request(&a.request);
-        let replayed = poll_inline(respond_plainly(self.registry.clone(), request));
+        let held = match self.held_for(a, &request) {
+            Ok(h) => h,
+            Err(e) => {
+                self.error = Some(e);
+                return;
+            }
+        };
+        let registry = self.registry.clone().holding(held);
+        let replayed = poll_inline(respond_plainly(registry, request));
         self.report.ordered += 1;
         match self
             .renaming
@@ -409,6 +451,51 @@ impl Oracle {
             Ok(next) => self.renaming = next,
             Err(detail) => self.diverge(a, &replayed, detail),
         }
+    }
+
+    /// The replicas a new route of `a` (a resolve, on a concurrent
+    /// backend) must skip to agree: while the reference picks another
+    /// replica than the recorded one, and another call of the step names
+    /// that replica (so its row may have been held: ROUTE-6), the
+    /// reference's pick is held and the decision tried again, on a copy.
+    /// Empty when the first try agrees or no such replica explains it.
+    fn held_for(
+        &self,
+        a: &Answer,
+        request: &Request,
+    ) -> Result<std::collections::BTreeSet<connreg::ReplicaId>, String> {
+        let mut held = std::collections::BTreeSet::new();
+        let recorded_replica = match (&a.recorded, request) {
+            (Response::Resolve { result: Ok(r) }, Request::Resolve { .. })
+                if !self.trace_ordered =>
+            {
+                r.assignment.destination.replica.clone()
+            }
+            _ => return Ok(held),
+        };
+        let mine = replicas_named(a);
+        for _ in 0..HELD_TRIES_MAX {
+            let fork = self
+                .registry
+                .fork()
+                .map_err(|e| format!("copying the reference: {e}"))?
+                .holding(held.clone());
+            let replayed = poll_inline(respond_plainly(fork, request.clone()));
+            let Response::Resolve { result: Ok(r) } = replayed else {
+                break;
+            };
+            let picked = r.assignment.destination.replica;
+            if picked == recorded_replica {
+                return Ok(held);
+            }
+            let others = self.step_touches.get(picked.as_str()).copied().unwrap_or(0)
+                - mine.get(picked.as_str()).copied().unwrap_or(0);
+            if others == 0 {
+                break;
+            }
+            held.insert(picked);
+        }
+        Ok(std::collections::BTreeSet::new())
     }
 
     /// What `a` answers at the registry's current place, on a copy when it
@@ -434,6 +521,12 @@ impl Oracle {
         self.step_t = None;
         if step.is_empty() || self.diverged() {
             return;
+        }
+        self.step_touches.clear();
+        for a in &step {
+            for (replica, n) in replicas_named(a) {
+                *self.step_touches.entry(replica).or_default() += n;
+            }
         }
         let (committed, mut unplaced): (Vec<Answer>, Vec<Answer>) =
             step.into_iter().partition(|a| a.commit.is_some());
