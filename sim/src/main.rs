@@ -399,12 +399,17 @@ fn oracle(path: &std::path::Path, scenario: Option<&str>) -> u8 {
         Err(e) => return bad(e),
     };
     say!(
-        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} `unavailable` skipped, {} fences renamed: {}",
+        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} found by a retry after a lost commit, {} `unavailable` skipped, {} fences renamed: {}",
         report.ordered,
         report.placed,
+        report.retried,
         report.unknown,
         report.fences,
-        if report.ok() { "the reference agrees" } else { "DIVERGED" }
+        if report.ok() {
+            "the reference agrees"
+        } else {
+            "DIVERGED"
+        }
     );
     match &report.divergence {
         None => OK,
@@ -412,10 +417,7 @@ fn oracle(path: &std::path::Path, scenario: Option<&str>) -> u8 {
             for l in d.lines() {
                 say!("{l}");
             }
-            say!(
-                "reproduce: {}",
-                oracle::repro(&recorded.start, scenario)
-            );
+            say!("reproduce: {}", oracle::repro(&recorded.start, scenario));
             VIOLATION
         }
     }

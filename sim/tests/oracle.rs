@@ -81,7 +81,10 @@ fn an_answer_the_reference_does_not_give_is_named_by_its_line() {
     let mut edited = clean.clone();
     let at = first_reply(&edited, |v| v["resp"]["result"]["Ok"]["released"] == true);
     edited[at - 1] = edited[at - 1].replace(r#""released":true}"#, r#""released":false}"#);
-    let d = oracle(file, &edited).unwrap().divergence.expect("not caught");
+    let d = oracle(file, &edited)
+        .unwrap()
+        .divergence
+        .expect("not caught");
     assert_eq!(d.line, at as u64, "{:?}", d.lines());
     assert_eq!(d.op, "settle");
 
@@ -91,9 +94,13 @@ fn an_answer_the_reference_does_not_give_is_named_by_its_line() {
         v["resp"]["op"] == "resolve" && v["resp"]["result"]["Ok"].is_object()
     });
     let mut v: serde_json::Value = serde_json::from_str(&edited[at - 1]).unwrap();
-    v["resp"]["result"] = serde_json::json!({"Err": {"kind": "no_capacity", "message": "no capacity"}});
+    v["resp"]["result"] =
+        serde_json::json!({"Err": {"kind": "no_capacity", "message": "no capacity"}});
     edited[at - 1] = v.to_string();
-    let d = oracle(file, &edited).unwrap().divergence.expect("not caught");
+    let d = oracle(file, &edited)
+        .unwrap()
+        .divergence
+        .expect("not caught");
     assert_eq!(d.line, at as u64, "{:?}", d.lines());
     assert_eq!(d.op, "resolve");
     assert!(d.recorded.contains("no_capacity"), "{}", d.recorded);
