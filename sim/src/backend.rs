@@ -414,7 +414,7 @@ async fn release_one_silently<B: Backend>(b: &B, replica: &connreg::ReplicaId) {
 }
 
 /// The backend's answer to one request.
-async fn respond_plainly<B: Backend>(b: B, request: Request) -> Response {
+pub(crate) async fn respond_plainly<B: Backend>(b: B, request: Request) -> Response {
     fn wire<T>(r: connreg::Result<T>) -> Result<T, WireError> {
         r.map_err(WireError::from)
     }
@@ -457,7 +457,7 @@ async fn respond_plainly<B: Backend>(b: B, request: Request) -> Response {
 
 /// Drives a future that never waits on I/O or time to completion without a
 /// runtime: the in-memory backend's futures are ready at once.
-fn poll_inline<F: Future>(fut: F) -> F::Output {
+pub(crate) fn poll_inline<F: Future>(fut: F) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     let mut cx = Context::from_waker(std::task::Waker::noop());
     for _ in 0..INLINE_POLLS_MAX {

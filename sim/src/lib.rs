@@ -56,6 +56,7 @@ pub mod explain;
 pub mod fleet;
 pub mod hold;
 pub mod limits;
+pub mod oracle;
 pub mod plant;
 pub mod probes;
 pub mod replay;

@@ -39,6 +39,17 @@ enum Command {
         /// The trace (JSON lines).
         file: std::path::PathBuf,
     },
+    /// Replay a trace's registry calls against a fresh in-memory registry
+    /// in commit order and require the answers the trace recorded (the
+    /// differential oracle); exit 1 on the first differing call.
+    Oracle {
+        /// The trace (JSON lines).
+        file: std::path::PathBuf,
+        /// The scenario file the trace was made with; default: the file
+        /// its `start` line names, under `scenarios/`.
+        #[arg(long)]
+        scenario: Option<String>,
+    },
     /// Tell the story of a trace's failing actions, one line per event;
     /// `--html FILE` also draws it as a page.
     Explain(connreg_sim::explain::ExplainArgs),
@@ -122,6 +133,7 @@ fn main() -> ExitCode {
             OK
         }
         Command::CheckTrace { file } => check_trace(&file),
+        Command::Oracle { file, scenario } => oracle(&file, scenario.as_deref()),
         Command::Explain(args) => {
             match connreg_sim::explain::explain(&args, &mut std::io::stdout().lock()) {
                 Ok(()) => OK,
@@ -355,6 +367,59 @@ fn trace_probes(path: &std::path::Path) {
                     .join(", ")
             }
         );
+    }
+}
+
+fn oracle(path: &std::path::Path, scenario: Option<&str>) -> u8 {
+    use connreg_sim::oracle;
+    let bad = |e: String| {
+        eprintln!("connreg-sim: {}: {e}", path.display());
+        BAD_INPUT
+    };
+    let recorded = match connreg_sim::replay::recorded(path) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("connreg-sim: {e}");
+            return BAD_INPUT;
+        }
+    };
+    let (config, warnings) = match oracle::config_of(&recorded.start, scenario) {
+        Ok(c) => c,
+        Err(e) => return bad(e),
+    };
+    for w in warnings {
+        eprintln!("connreg-sim: warning: {w}");
+    }
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return bad(e.to_string()),
+    };
+    let report = match oracle::check_lines(std::io::BufReader::new(file).lines(), config) {
+        Ok(r) => r,
+        Err(e) => return bad(e),
+    };
+    say!(
+        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} found by a retry after a lost commit, {} `unavailable` skipped, {} fences renamed: {}",
+        report.ordered,
+        report.placed,
+        report.retried,
+        report.unknown,
+        report.fences,
+        if report.ok() {
+            "the reference agrees"
+        } else {
+            "DIVERGED"
+        }
+    );
+    match &report.divergence {
+        None => OK,
+        Some(d) => {
+            for l in d.lines() {
+                say!("{l}");
+            }
+            say!("reproduce: {}", oracle::repro(&recorded.start, scenario));
+            VIOLATION
+        }
     }
 }
 

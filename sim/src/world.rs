@@ -136,6 +136,10 @@ struct World<B: Backend> {
     armed_cut_ends: u32,
     /// Database faults that strike while the step's calls run.
     in_step: Vec<Action>,
+    /// The differential oracle (offloaded backends: PostgreSQL), fed the
+    /// same records as the checkers and judged at the end
+    /// (`oracle_agrees`).
+    oracle: Option<crate::oracle::Oracle>,
 }
 
 /// Runs one scenario against `store` and returns what happened.
@@ -162,6 +166,11 @@ pub(crate) fn simulate<B: Backend>(
     ));
     let store = store.with_plant(params.plant).with_clock(clock.clone());
     let deterministic = !store.is_offloaded();
+    let oracle = if deterministic {
+        None
+    } else {
+        Some(crate::oracle::Oracle::new(plan.config.clone())?)
+    };
     let mut world = World {
         ctx: ctx.clone(),
         store: store.clone(),
@@ -180,6 +189,7 @@ pub(crate) fn simulate<B: Backend>(
         database: params.database,
         armed_cut_ends: 0,
         in_step: Vec::new(),
+        oracle,
     };
     world.set_time(0);
     ctx.emit(Event::Start(Box::new(StartInfo {
@@ -300,8 +310,9 @@ pub(crate) fn simulate<B: Backend>(
     world.observe_pending();
     world.checker.finish();
     world.record_found();
+    let oracle_violations = world.judge_by_oracle();
     let counters = world.checker.counters().clone();
-    let violation_count = world.checker.violations();
+    let violation_count = world.checker.violations() + oracle_violations;
     ctx.emit(Event::End(EndInfo {
         steps,
         violations: violation_count,
@@ -802,6 +813,9 @@ impl<B: Backend> World<B> {
         for (line, r) in (first..).zip(&pending) {
             self.checker.observe_at(line, r);
             self.probes.observe(r);
+            if let Some(o) = &mut self.oracle {
+                o.observe(line, r);
+            }
         }
         pending.len() as u64
     }
@@ -848,6 +862,46 @@ impl<B: Backend> World<B> {
         // Verdict lines are the checkers' own output: not checked again.
         let _ = self.ctx.trace.borrow_mut().take_pending();
         n
+    }
+
+    /// The differential oracle's verdict on the whole run, recorded as an
+    /// `oracle_agrees` violation when it found a differing call (or could
+    /// not judge the trace). Returns the violations recorded (0 or 1).
+    fn judge_by_oracle(&mut self) -> u64 {
+        let Some(oracle) = self.oracle.take() else {
+            return 0;
+        };
+        let (invariant, rules) = crate::oracle::ORACLE_AGREES;
+        let violation = match oracle.finish() {
+            Ok(report) => match report.divergence {
+                None => return 0,
+                Some(d) => Violation {
+                    invariant: invariant.into(),
+                    rules: rules.into(),
+                    detail: d.lines().join("\n"),
+                    at_ms: self.ctx.trace.borrow().now_ms(),
+                    lines: vec![d.line],
+                    rpcs: vec![d.id],
+                    ..Violation::default()
+                },
+            },
+            Err(e) => Violation {
+                invariant: invariant.into(),
+                rules: rules.into(),
+                detail: format!("the oracle could not judge the trace: {e}"),
+                at_ms: self.ctx.trace.borrow().now_ms(),
+                ..Violation::default()
+            },
+        };
+        if self.violations.len() < VIOLATIONS_RECORDED_MAX {
+            self.violations.push(violation.clone());
+        }
+        if self.violations_traced < TRACE_VIOLATIONS_MAX {
+            self.violations_traced += 1;
+            self.ctx.emit(Event::Violation(violation));
+        }
+        let _ = self.ctx.trace.borrow_mut().take_pending();
+        1
     }
 
     /// The checks after every step: the step's events, then the store.

@@ -54,6 +54,8 @@ pub struct MemoryRegistry {
     config: RegistryConfig,
     /// Who the operator acts of this handle are recorded as (AUTH-7).
     operator: Arc<str>,
+    /// Replicas this handle's new routes skip (see [`MemoryRegistry::holding`]).
+    held: Option<Arc<std::collections::BTreeSet<ReplicaId>>>,
     #[cfg(feature = "plant")]
     plant: Option<crate::plant::Plant>,
 }
@@ -75,6 +77,7 @@ impl MemoryRegistry {
             clock: Arc::new(clock),
             config,
             operator: Arc::from(EMBEDDED_OPERATOR),
+            held: None,
             #[cfg(feature = "plant")]
             plant: None,
         })
@@ -105,6 +108,28 @@ impl MemoryRegistry {
     /// A handle that implements only the data-plane contracts.
     pub fn data_plane(&self) -> MemoryDataPlane {
         MemoryDataPlane(self.clone())
+    }
+
+    /// A registry with a copy of this one's store (not shared: its calls
+    /// leave this one as it is), the same clock, configuration and
+    /// operator. A differential oracle tries a call on a fork to see what
+    /// it would answer at this point without committing it.
+    pub fn fork(&self) -> Result<MemoryRegistry> {
+        let copy = self.lock()?.clone();
+        Ok(MemoryRegistry {
+            store: Arc::new(Mutex::new(copy)),
+            ..self.clone()
+        })
+    }
+
+    /// The same store, its new routes decided as if other transactions
+    /// held the rows of `replicas`: a decision skips a replica another one
+    /// holds rather than wait for it (ROUTE-6, the PostgreSQL backend's
+    /// `SKIP LOCKED`), so a concurrent backend may pick the next best. A
+    /// differential oracle replays such a decision serially with this.
+    pub fn holding(mut self, replicas: std::collections::BTreeSet<ReplicaId>) -> MemoryRegistry {
+        self.held = (!replicas.is_empty()).then(|| Arc::new(replicas));
+        self
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Store>> {
@@ -275,8 +300,10 @@ impl Inspect for MemoryRegistry {
 }
 
 /// What the live state needs to know of the plants, resolved once per call.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Behaviour {
+    /// Replicas new routes skip ([`MemoryRegistry::holding`]).
+    pub(crate) held: Option<Arc<std::collections::BTreeSet<ReplicaId>>>,
     pub(crate) failover_on_retry: bool,
     pub(crate) double_release: bool,
     pub(crate) ignore_fence: bool,
@@ -287,6 +314,7 @@ pub(crate) struct Behaviour {
 impl MemoryRegistry {
     fn behaviour(&self) -> Behaviour {
         Behaviour {
+            held: self.held.clone(),
             failover_on_retry: self.planted(PlantKind::FailoverOnRetry),
             double_release: self.planted(PlantKind::DoubleRelease),
             ignore_fence: self.planted(PlantKind::IgnoreFence),

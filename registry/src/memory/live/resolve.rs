@@ -257,6 +257,10 @@ impl LiveState {
                     && lease_live(r.lease_expires_at, now)
                     && (behaviour.over_capacity || r.active < r.spec.capacity)
                     && !r.circuit.open
+                    && !behaviour
+                        .held
+                        .as_ref()
+                        .is_some_and(|h| h.contains(&r.spec.id))
                     && wanted.class == Some(codes.class)
                     && (any_region || wanted.region == Some(codes.region));
                 if !eligible {

@@ -1,0 +1,745 @@
+//! The differential oracle (`connreg-sim oracle TRACE`, and the
+//! `oracle_agrees` check of every PostgreSQL run): the trace's registry
+//! calls replayed against a fresh in-memory registry, in commit order, each
+//! at the registry clock it recorded, must get the answers the trace
+//! recorded.
+//!
+//! What is compared:
+//!
+//! - **Setup publications** and **calls with a commit position** (every
+//!   call of an in-memory trace, whose order is the commit order; on
+//!   PostgreSQL, the answers that carry `reply.commit`): replayed in
+//!   order on the registry, each answer compared.
+//! - **Calls without a commit position** on PostgreSQL (reads, error
+//!   answers, successes that wrote nothing): the call ran within its step,
+//!   so it decided between two of the step's commits. It is tried at each
+//!   place between them, on a copy of the registry (nothing it does is
+//!   kept), and agrees when some place gives the recorded answer.
+//! - **Fences** are compared up to renaming: the fence numbers of two
+//!   backends need not be equal, so the oracle keeps a one-to-one map
+//!   (built as answers name fences) and translates the fences the calls
+//!   present. A fence that maps to two others is a divergence. Catalog
+//!   page cursors are translated the same way.
+//! - **Errors** are compared by kind, not message.
+//!
+//! - **A backend's own retries**: a resolve answered `existing` where the
+//!   reference creates the route is the PostgreSQL backend's retry on a
+//!   fresh connection after the first attempt's COMMIT reply was lost
+//!   (ROUTE-3: the retry finds the route the first attempt committed); it
+//!   is counted (`retried`) and compared as the reference's `created`.
+//!
+//! What is not compared: `unavailable` answers (a database fault: the call
+//! may or may not have committed) are counted and skipped, their effect
+//! taken as not committed; a later answer that disagrees because one did
+//! commit is reported with the count of such answers before it.
+
+use std::collections::BTreeMap;
+
+use connreg::{ManualClock, MemoryRegistry, RegistryConfig, Timestamp};
+use serde_json::Value;
+
+use crate::backend::{poll_inline, respond_plainly};
+use crate::trace::{Event, Record, StartInfo};
+use crate::wire::{Request, Response};
+use crate::world::CLOCK_START_MS;
+
+/// The invariant a divergence breaks, with the rules a differential check
+/// protects: every answer a backend gives is one the reference gives.
+pub const ORACLE_AGREES: (&str, &str) = ("oracle_agrees", "SIM-4");
+
+/// Most answers one step may hold without a commit position before the
+/// oracle refuses to search their places (the search tries each at every
+/// place between the step's commits).
+pub const UNPLACED_PER_STEP_MAX: usize = 4_096;
+
+/// The first call whose answer the reference does not give.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// Trace line (1-based) of the answer.
+    pub line: u64,
+    /// The call's ID (`rpc.id`); 0 for a setup publication.
+    pub id: u64,
+    /// The operation.
+    pub op: String,
+    /// The request, as JSON.
+    pub request: String,
+    /// The recorded answer, as JSON.
+    pub recorded: String,
+    /// The reference's answer, as JSON (at the place nearest the recorded
+    /// one for a call searched among places).
+    pub replayed: String,
+    /// Why they differ.
+    pub detail: String,
+}
+
+/// What the oracle did.
+#[derive(Debug, Clone, Default)]
+pub struct OracleReport {
+    /// Answers replayed in commit order and compared.
+    pub ordered: u64,
+    /// Answers without a commit position, placed by searching their step.
+    pub placed: u64,
+    /// `unavailable` answers skipped (commit unknown).
+    pub unknown: u64,
+    /// Resolves answered `existing` where the reference creates the route:
+    /// the backend's own retry after a lost COMMIT reply found what its
+    /// first attempt committed.
+    pub retried: u64,
+    /// Fences renamed (distinct fences seen in answers).
+    pub fences: u64,
+    /// The first divergence, if any.
+    pub divergence: Option<Divergence>,
+    /// The trace's `start` line.
+    pub start: Option<StartInfo>,
+}
+
+impl OracleReport {
+    /// True when every compared answer agreed.
+    pub fn ok(&self) -> bool {
+        self.divergence.is_none()
+    }
+}
+
+/// One answer waiting for its step to end.
+#[derive(Debug, Clone)]
+struct Answer {
+    line: u64,
+    id: u64,
+    request: Request,
+    recorded: Response,
+    clock: Option<u64>,
+    commit: Option<u64>,
+}
+
+/// The one-to-one renaming between the trace's values and the
+/// reference's: fences (numbers) and page cursors (strings).
+#[derive(Debug, Default, Clone)]
+struct Renaming {
+    /// By the trace's value (as JSON text), the reference's.
+    to_reference: BTreeMap<String, Value>,
+    /// By the reference's value (as JSON text), the trace's.
+    to_trace: BTreeMap<String, Value>,
+}
+
+/// Keys whose values are renamed: fence numbers and page cursors, and the
+/// operator identity an audit entry records (each backend's own: the
+/// in-memory embedding's name, the PostgreSQL control role).
+fn renamed_key(key: &str) -> bool {
+    matches!(key, "fence" | "next" | "cursor" | "operator")
+}
+
+impl Renaming {
+    /// `request` with the trace's fences and cursors replaced by the
+    /// reference's (values never seen in an answer are kept).
+    fn request(&self, request: &Request) -> Request {
+        let Ok(mut v) = serde_json::to_value(request) else {
+            return request.clone();
+        };
+        self.rewrite(&mut v);
+        serde_json::from_value(v).unwrap_or_else(|_| request.clone())
+    }
+
+    fn rewrite(&self, v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map.iter_mut() {
+                    if renamed_key(k) && !child.is_null() {
+                        if let Some(r) = self.to_reference.get(&child.to_string()) {
+                            *child = r.clone();
+                        }
+                    } else {
+                        self.rewrite(child);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|c| self.rewrite(c)),
+            _ => {}
+        }
+    }
+
+    /// Compares a recorded answer with the reference's: equal up to the
+    /// renaming, extended by the new pairs this answer names. Returns the
+    /// extended renaming, or where they differ.
+    fn agree(&self, recorded: &Value, replayed: &Value) -> Result<Renaming, String> {
+        let mut next = self.clone();
+        next.walk(recorded, replayed, "")?;
+        Ok(next)
+    }
+
+    fn walk(&mut self, a: &Value, b: &Value, path: &str) -> Result<(), String> {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                for (k, va) in x {
+                    let vb = y.get(k).unwrap_or(&Value::Null);
+                    let here = format!("{path}.{k}");
+                    if renamed_key(k) && !va.is_null() && !vb.is_null() {
+                        self.pair(va, vb, &here)?;
+                    } else {
+                        self.walk(va, vb, &here)?;
+                    }
+                }
+                if let Some(k) = y.keys().find(|k| !x.contains_key(*k)) {
+                    return Err(format!("{path}.{k}: absent from the recorded answer"));
+                }
+                Ok(())
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                if x.len() != y.len() {
+                    return Err(format!(
+                        "{path}: {} items recorded, {} replayed",
+                        x.len(),
+                        y.len()
+                    ));
+                }
+                for (i, (va, vb)) in x.iter().zip(y).enumerate() {
+                    self.walk(va, vb, &format!("{path}[{i}]"))?;
+                }
+                Ok(())
+            }
+            _ if a == b => Ok(()),
+            _ => Err(format!("{path}: recorded {a}, replayed {b}")),
+        }
+    }
+
+    fn pair(&mut self, a: &Value, b: &Value, path: &str) -> Result<(), String> {
+        match (
+            self.to_reference.get(&a.to_string()),
+            self.to_trace.get(&b.to_string()),
+        ) {
+            (Some(x), _) if x != b => Err(format!(
+                "{path}: recorded {a} (the reference's {x} until now), replayed {b}"
+            )),
+            (_, Some(y)) if y != a => Err(format!(
+                "{path}: recorded {a}, replayed {b} (which stood for the recorded {y} until now)"
+            )),
+            _ => {
+                self.to_reference.insert(a.to_string(), b.clone());
+                self.to_trace.insert(b.to_string(), a.clone());
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The answer as the oracle compares it: errors by kind only.
+fn comparable(r: &Response) -> Value {
+    let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+    if let Some(result) = v.get_mut("result")
+        && let Some(err) = result.get_mut("Err")
+        && let Some(obj) = err.as_object_mut()
+    {
+        obj.remove("message");
+    }
+    v
+}
+
+/// Most replicas one replayed decision may skip as held by concurrent
+/// calls before the oracle stops looking for the recorded pick.
+pub const HELD_TRIES_MAX: usize = 16;
+
+/// How often `a`'s request and answer name each replica.
+fn replicas_named(a: &Answer) -> BTreeMap<String, u32> {
+    fn walk(v: &Value, out: &mut BTreeMap<String, u32>) {
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map {
+                    match child {
+                        Value::String(s) if k == "replica" => {
+                            *out.entry(s.clone()).or_default() += 1;
+                        }
+                        _ => walk(child, out),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|c| walk(c, out)),
+            _ => {}
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(
+        &serde_json::to_value(&a.request).unwrap_or(Value::Null),
+        &mut out,
+    );
+    walk(
+        &serde_json::to_value(&a.recorded).unwrap_or(Value::Null),
+        &mut out,
+    );
+    out
+}
+
+/// True when a recorded resolve answer says `existing` and the
+/// reference's says `created`: what a backend's own retry answers after
+/// its first attempt committed and the COMMIT's reply was lost.
+fn retried_after_lost_commit(recorded: &Value, replayed: &Value) -> bool {
+    recorded["op"] == "resolve"
+        && recorded["result"]["Ok"]["kind"] == "existing"
+        && replayed["result"]["Ok"]["kind"] == "created"
+}
+
+fn json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// True for a call the registry answers (not a replica's work).
+fn registry_call(r: &Request) -> bool {
+    !matches!(r, Request::Execute { .. } | Request::Cancel { .. })
+}
+
+/// The differential oracle over one trace, fed record by record.
+pub struct Oracle {
+    registry: MemoryRegistry,
+    clock: ManualClock,
+    /// Every call's place is its trace place (an in-memory trace).
+    trace_ordered: bool,
+    calls: BTreeMap<u64, Request>,
+    step: Vec<Answer>,
+    step_t: Option<u64>,
+    renaming: Renaming,
+    report: OracleReport,
+    /// Records seen: the first must be the `start` line.
+    records: u64,
+    /// How many of the current step's answers name each replica (in the
+    /// request or the answer): the rows concurrent calls may have held.
+    step_touches: BTreeMap<String, u32>,
+    error: Option<String>,
+}
+
+impl std::fmt::Debug for Oracle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oracle")
+            .field("report", &self.report)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Oracle {
+    /// An oracle whose reference is a fresh in-memory registry configured
+    /// as the run's (`config`: the scenario's, see
+    /// [`crate::fleet::FleetPlan`]).
+    pub fn new(config: RegistryConfig) -> Result<Oracle, String> {
+        let clock = ManualClock::new(Timestamp(CLOCK_START_MS));
+        let registry = MemoryRegistry::new(clock.clone(), config)
+            .map_err(|e| format!("registry configuration: {e}"))?;
+        Ok(Oracle {
+            registry,
+            clock,
+            trace_ordered: true,
+            calls: BTreeMap::new(),
+            step: Vec::new(),
+            step_t: None,
+            renaming: Renaming::default(),
+            report: OracleReport::default(),
+            records: 0,
+            step_touches: BTreeMap::new(),
+            error: None,
+        })
+    }
+
+    /// True once a divergence was found (later records are not compared).
+    pub fn diverged(&self) -> bool {
+        self.report.divergence.is_some()
+    }
+
+    /// Takes in one record, at trace line `line` (1-based).
+    pub fn observe(&mut self, line: u64, record: &Record) {
+        if self.diverged() || self.error.is_some() {
+            return;
+        }
+        self.records += 1;
+        match &record.event {
+            Event::Start(start) => {
+                // The in-memory backend runs inline: its trace order is its
+                // commit order, call for call.
+                self.trace_ordered = start.deterministic;
+                if !start.deterministic && !start.commit_ordered {
+                    self.error = Some(
+                        "the trace is not commit-ordered (`start.commit_ordered` is false): \
+                         its answers cannot be replayed in commit order; make a new trace"
+                            .into(),
+                    );
+                }
+                self.report.start = Some((**start).clone());
+            }
+            _ if self.records == 1 => {
+                self.error = Some("a trace starts with its `start` line".into());
+            }
+            Event::Setup {
+                publication,
+                revision,
+                ..
+            } => {
+                self.flush();
+                self.clock.set(Timestamp(CLOCK_START_MS));
+                let request = Request::Publish {
+                    publication: publication.clone(),
+                };
+                let recorded = Response::Publish {
+                    result: Ok(*revision),
+                };
+                let answer = Answer {
+                    line,
+                    id: 0,
+                    request,
+                    recorded,
+                    clock: Some(CLOCK_START_MS),
+                    commit: None,
+                };
+                self.replay_ordered(&answer);
+            }
+            Event::Rpc { id, req, .. } if registry_call(req) => {
+                self.calls.insert(*id, req.clone());
+            }
+            Event::Reply {
+                id,
+                resp,
+                commit,
+                clock,
+                ..
+            } => {
+                let Some(request) = self.calls.remove(id) else {
+                    return;
+                };
+                if matches!(resp, Response::Refused { .. }) {
+                    return;
+                }
+                let answer = Answer {
+                    line,
+                    id: *id,
+                    request,
+                    recorded: resp.clone(),
+                    clock: *clock,
+                    commit: *commit,
+                };
+                if self.trace_ordered {
+                    self.replay_ordered(&answer);
+                } else {
+                    if self.step_t != Some(record.t) {
+                        self.flush();
+                        self.step_t = Some(record.t);
+                    }
+                    self.step.push(answer);
+                }
+            }
+            Event::Snapshot(_) | Event::Check { .. } | Event::End(_) => self.flush(),
+            _ => {}
+        }
+    }
+
+    /// The verdict, once every record is in; an error when the trace
+    /// cannot be judged (not commit-ordered, no `start` line).
+    pub fn finish(mut self) -> Result<OracleReport, String> {
+        self.flush();
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if self.records == 0 {
+            return Err("the trace is empty: it has no start line".into());
+        }
+        self.report.fences = self.renaming.to_reference.len() as u64;
+        Ok(self.report)
+    }
+
+    /// Sets the reference's clock to the call's recorded one.
+    fn set_clock(&self, a: &Answer) {
+        if let Some(ms) = a.clock {
+            self.clock.set(Timestamp(ms));
+        }
+    }
+
+    fn unknown(a: &Answer) -> bool {
+        a.recorded.error_kind() == Some("unavailable")
+    }
+
+    /// Replays one answer at the registry's current place, keeping what it
+    /// does; a different answer is the divergence.
+    fn replay_ordered(&mut self, a: &Answer) {
+        if Self::unknown(a) {
+            self.report.unknown += 1;
+            return;
+        }
+        self.set_clock(a);
+        let request = self.renaming.request(&a.request);
+        let held = match self.held_for(a, &request) {
+            Ok(h) => h,
+            Err(e) => {
+                self.error = Some(e);
+                return;
+            }
+        };
+        let registry = self.registry.clone().holding(held);
+        let replayed = poll_inline(respond_plainly(registry, request));
+        self.report.ordered += 1;
+        let recorded = comparable(&a.recorded);
+        let mut replayed_value = comparable(&replayed);
+        if !self.trace_ordered && retried_after_lost_commit(&recorded, &replayed_value) {
+            // The backend retried the call on a fresh connection after its
+            // COMMIT's reply was lost: the retry found the route the first
+            // attempt made (ROUTE-3), the decision the reference makes now.
+            replayed_value["result"]["Ok"]["kind"] = Value::from("existing");
+            self.report.retried += 1;
+        }
+        match self.renaming.agree(&recorded, &replayed_value) {
+            Ok(next) => self.renaming = next,
+            Err(detail) => self.diverge(a, &replayed, detail),
+        }
+    }
+
+    /// The replicas a new route of `a` (a resolve, on a concurrent
+    /// backend) must skip to agree: while the reference picks another
+    /// replica than the recorded one, and another call of the step names
+    /// that replica (so its row may have been held: ROUTE-6), the
+    /// reference's pick is held and the decision tried again, on a copy.
+    /// Empty when the first try agrees or no such replica explains it.
+    fn held_for(
+        &self,
+        a: &Answer,
+        request: &Request,
+    ) -> Result<std::collections::BTreeSet<connreg::ReplicaId>, String> {
+        let mut held = std::collections::BTreeSet::new();
+        let recorded_replica = match (&a.recorded, request) {
+            (Response::Resolve { result: Ok(r) }, Request::Resolve { .. })
+                if !self.trace_ordered =>
+            {
+                r.assignment.destination.replica.clone()
+            }
+            _ => return Ok(held),
+        };
+        let mine = replicas_named(a);
+        for _ in 0..HELD_TRIES_MAX {
+            let fork = self
+                .registry
+                .fork()
+                .map_err(|e| format!("copying the reference: {e}"))?
+                .holding(held.clone());
+            let replayed = poll_inline(respond_plainly(fork, request.clone()));
+            let Response::Resolve { result: Ok(r) } = replayed else {
+                break;
+            };
+            let picked = r.assignment.destination.replica;
+            if picked == recorded_replica {
+                return Ok(held);
+            }
+            let others = self.step_touches.get(picked.as_str()).copied().unwrap_or(0)
+                - mine.get(picked.as_str()).copied().unwrap_or(0);
+            if others == 0 {
+                break;
+            }
+            held.insert(picked);
+        }
+        Ok(std::collections::BTreeSet::new())
+    }
+
+    /// What `a` answers at the registry's current place, on a copy when it
+    /// may write.
+    fn try_here(&self, a: &Answer) -> Result<Response, String> {
+        self.set_clock(a);
+        let request = self.renaming.request(&a.request);
+        let target = if request.mutates() {
+            self.registry
+                .fork()
+                .map_err(|e| format!("copying the reference: {e}"))?
+        } else {
+            self.registry.clone()
+        };
+        Ok(poll_inline(respond_plainly(target, request)))
+    }
+
+    /// Replays the step's answers: those with a commit position in their
+    /// order, each of the others at every place between them until one
+    /// agrees.
+    fn flush(&mut self) {
+        let step = std::mem::take(&mut self.step);
+        self.step_t = None;
+        if step.is_empty() || self.diverged() {
+            return;
+        }
+        self.step_touches.clear();
+        for a in &step {
+            for (replica, n) in replicas_named(a) {
+                *self.step_touches.entry(replica).or_default() += n;
+            }
+        }
+        let (committed, mut unplaced): (Vec<Answer>, Vec<Answer>) =
+            step.into_iter().partition(|a| a.commit.is_some());
+        unplaced.retain(|a| {
+            let unknown = Self::unknown(a);
+            if unknown {
+                self.report.unknown += 1;
+            }
+            !unknown
+        });
+        if unplaced.len() > UNPLACED_PER_STEP_MAX {
+            self.error = Some(format!(
+                "a step holds {} answers without a commit position, past UNPLACED_PER_STEP_MAX ({UNPLACED_PER_STEP_MAX})",
+                unplaced.len()
+            ));
+            return;
+        }
+        // The answer each unplaced call gets at each place, the last kept
+        // for the report.
+        let mut last: BTreeMap<usize, Response> = BTreeMap::new();
+        let mut open: Vec<usize> = (0..unplaced.len()).collect();
+        for place in 0..=committed.len() {
+            let mut still = Vec::new();
+            for i in open {
+                let a = &unplaced[i];
+                match self.try_here(a) {
+                    Ok(replayed) => match self
+                        .renaming
+                        .agree(&comparable(&a.recorded), &comparable(&replayed))
+                    {
+                        Ok(next) => {
+                            self.renaming = next;
+                            self.report.placed += 1;
+                        }
+                        Err(_) => {
+                            last.insert(i, replayed);
+                            still.push(i);
+                        }
+                    },
+                    Err(e) => {
+                        self.error = Some(e);
+                        return;
+                    }
+                }
+            }
+            open = still;
+            if let Some(c) = committed.get(place) {
+                self.replay_ordered(c);
+                if self.diverged() {
+                    return;
+                }
+            }
+        }
+        if let Some(&i) = open.first() {
+            let a = &unplaced[i];
+            let replayed = last.remove(&i).unwrap_or(Response::Refused {
+                reason: "not replayed".into(),
+            });
+            let detail = match self
+                .renaming
+                .agree(&comparable(&a.recorded), &comparable(&replayed))
+            {
+                Err(d) => format!(
+                    "no place among the step's {} commits gives the recorded answer; after the last: {d}",
+                    committed.len()
+                ),
+                Ok(_) => "no place gives the recorded answer".into(),
+            };
+            self.diverge(a, &replayed, detail);
+        }
+    }
+
+    fn diverge(&mut self, a: &Answer, replayed: &Response, detail: String) {
+        let detail = if self.report.unknown > 0 {
+            format!(
+                "{detail} ({} `unavailable` answers before it were taken as not committed)",
+                self.report.unknown
+            )
+        } else {
+            detail
+        };
+        self.report.divergence = Some(Divergence {
+            line: a.line,
+            id: a.id,
+            op: a.request.op().to_string(),
+            request: json(&a.request),
+            recorded: json(&a.recorded),
+            replayed: json(replayed),
+            detail,
+        });
+    }
+}
+
+/// The oracle over a trace's lines, with `config` the run's registry
+/// configuration.
+pub fn check_lines(
+    lines: impl Iterator<Item = std::io::Result<String>>,
+    config: RegistryConfig,
+) -> Result<OracleReport, String> {
+    let mut oracle = Oracle::new(config)?;
+    for (i, line) in lines.enumerate() {
+        let line = line.map_err(|e| format!("line {}: {e}", i + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: Record =
+            serde_json::from_str(&line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        oracle.observe(i as u64 + 1, &record);
+        if oracle.diverged() {
+            break;
+        }
+    }
+    oracle.finish()
+}
+
+/// The registry configuration of the run a trace recorded: its scenario
+/// (`scenario`, else the file its `start` line names under `scenarios/`),
+/// with the swarm draws redone when the run drew them. Returns the
+/// configuration and warnings (a scenario file that changed since).
+pub fn config_of(
+    start: &StartInfo,
+    scenario: Option<&str>,
+) -> Result<(RegistryConfig, Vec<String>), String> {
+    let recorded = crate::replay::Recorded {
+        start: start.clone(),
+        trace_hash: String::new(),
+    };
+    let scenario = match recorded.scenario_path(scenario)? {
+        Some(path) => crate::Scenario::load(&path).map_err(|e| e.to_string())?,
+        None => crate::Scenario::standard(),
+    };
+    let warnings = recorded
+        .warnings(&scenario)
+        .into_iter()
+        .filter(|w| w.contains("scenario file"))
+        .collect();
+    let scenario = if start.swarm {
+        crate::swarm::draw_recorded(&scenario, start.seed, start.backend == "postgres").0
+    } else {
+        scenario
+    };
+    let plan = crate::fleet::FleetPlan::of(&scenario)?;
+    Ok((plan.config, warnings))
+}
+
+impl Divergence {
+    /// The divergence as lines for a person: where, the call, both
+    /// answers, why.
+    pub fn lines(&self) -> Vec<String> {
+        vec![
+            format!(
+                "the first differing call: trace line {}, call {} ({})",
+                self.line, self.id, self.op
+            ),
+            format!("  request:   {}", self.request),
+            format!("  recorded:  {}", self.recorded),
+            format!("  reference: {}", self.replayed),
+            format!("  {}", self.detail),
+        ]
+    }
+}
+
+/// The command that makes the trace `start` describes again (SIM-5).
+pub fn repro(start: &StartInfo, scenario: Option<&str>) -> String {
+    let recorded = crate::replay::Recorded {
+        start: start.clone(),
+        trace_hash: String::new(),
+    };
+    let path = recorded.scenario_path(scenario).ok().flatten();
+    let opts = crate::RunOptions {
+        seed: start.seed,
+        backend: if start.backend == "postgres" {
+            crate::BackendKind::Postgres
+        } else {
+            crate::BackendKind::Memory
+        },
+        plant: start.plant.as_deref().and_then(crate::PlantedBug::parse),
+        swarm: start.swarm,
+        trace: crate::TraceTarget::Hash,
+    };
+    crate::repro_command(
+        path.as_ref().map(|p| p.display().to_string()).as_deref(),
+        &opts,
+    )
+}
