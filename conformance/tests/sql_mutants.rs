@@ -12,11 +12,12 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use connreg::contracts::Routing;
+use connreg::contracts::{ReplicaLifecycle, Routing};
 use connreg::postgres::PgConnectOptions;
 use connreg::postgres::mutants::{SQL_MUTANTS, SqlMutant};
 use connreg::postgres::testing::TestRegistry;
 use connreg::request::SettleParams;
+use connreg::request::{HeartbeatOutcome, HeartbeatParams};
 use connreg::{ManualClock, Outcome, RegistryConfig, Settled};
 use connreg_conformance::fixture::{self, FleetOptions};
 use connreg_conformance::run::block_on;
@@ -25,8 +26,14 @@ use sqlx::{Connection, PgConnection};
 /// Narrows [`every_sql_mutant_is_caught`] to one mutant ID.
 const ONLY_VAR: &str = "SQL_MUTANTS_ONLY";
 
-/// How long a test waits for a settlement to queue on a lock, in ms.
+/// How long a test waits for a call to queue on a lock, in ms.
 const QUEUE_WAIT_MS: u64 = 10_000;
+
+/// How often a test looks for a call waiting on a lock, in ms.
+const LOCK_POLL_MS: u64 = 5;
+
+/// The sequence of the uncommitted heartbeat a test holds open.
+const NEWER_SEQUENCE: i64 = 1_000;
 
 /// Opens PostgreSQL registries with one mutant (or none) applied, and
 /// keeps the last one's superuser options for the PostgreSQL-only tests.
@@ -103,6 +110,12 @@ fn passes(name: &str, harness: &MutantHarness) -> bool {
                     }))
                     .is_ok()
                 }
+                "sql_mutants::heartbeat_waits_for_an_uncommitted_newer_one" => {
+                    std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        block_on(heartbeat_waits_for_an_uncommitted_newer_one(harness))
+                    }))
+                    .is_ok()
+                }
                 other => panic!("the catalogue names an unknown test: {other}"),
             }
         };
@@ -116,7 +129,7 @@ fn passes(name: &str, harness: &MutantHarness) -> bool {
         route::replica_of_another_capacity_class_is_filtered_out,
         route::full_replica_takes_no_new_routes,
         race::racing_resolves_of_one_action_create_one_assignment,
-        race::racing_resolves_never_exceed_capacity,
+        race::mixed_load_over_a_full_binding_never_answers_unavailable,
         race::racing_unknown_settlements_count_every_one,
         race::racing_heartbeats_keep_the_highest_sequence,
         settle::settlement_releases_every_counter_at_once,
@@ -155,24 +168,7 @@ async fn settlement_takes_the_replica_before_the_counters(harness: &MutantHarnes
         outcome: Outcome::Completed,
     };
     let settling = tokio::spawn(async move { store.route_settle(params).await });
-    let start = Instant::now();
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
-        if waiting >= 1 {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_millis(QUEUE_WAIT_MS),
-            "the settlement never waited for the held counters"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_one_waits(&mut observer, "the settlement").await;
     let replica_free = sqlx::query("SELECT 1 FROM connreg.replicas WHERE replica_id = $1 FOR UPDATE NOWAIT")
         .bind(a.destination.replica.as_str())
         .execute(&mut observer)
@@ -185,6 +181,60 @@ async fn settlement_takes_the_replica_before_the_counters(harness: &MutantHarnes
         !replica_free,
         "a settlement waiting for counters held no replica row: counters before replica"
     );
+}
+
+// spec: LEASE-1
+/// A heartbeat reads the stored sequence under the replica's row: one that
+/// starts while a newer heartbeat is uncommitted waits for it and is then
+/// ignored, instead of writing its older sequence over the newer one.
+async fn heartbeat_waits_for_an_uncommitted_newer_one(harness: &MutantHarness) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let id = fixture::replica("i-acme-crm-r0");
+    let admin = harness.admin();
+    let mut newer = PgConnection::connect_with(&admin).await.expect("a session");
+    let mut observer = PgConnection::connect_with(&admin).await.expect("a session");
+    sqlx::raw_sql("BEGIN").execute(&mut newer).await.unwrap();
+    sqlx::query("UPDATE connreg.replicas SET health_seq = $2 WHERE replica_id = $1")
+        .bind(id.as_str())
+        .bind(NEWER_SEQUENCE)
+        .execute(&mut newer)
+        .await
+        .unwrap();
+    let store = s.store.clone();
+    let params = HeartbeatParams {
+        replica: id.clone(),
+        health_seq: NEWER_SEQUENCE as u64 - 1,
+        lease_ttl_ms: 1_000,
+    };
+    let beating = tokio::spawn(async move { store.replica_heartbeat(params).await });
+    until_one_waits(&mut observer, "the heartbeat").await;
+    sqlx::raw_sql("COMMIT").execute(&mut newer).await.unwrap();
+    let outcome = beating.await.expect("the heartbeat task");
+    let stored = s.store.replica_get(id).await.unwrap().expect("the replica");
+    assert_eq!(stored.health_seq, NEWER_SEQUENCE as u64, "the newer sequence stays");
+    assert_eq!(outcome, Ok(HeartbeatOutcome::Ignored));
+}
+
+/// Waits until a session of this database waits for a lock.
+async fn until_one_waits(observer: &mut PgConnection, who: &str) {
+    let start = Instant::now();
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut *observer)
+        .await
+        .unwrap();
+        if waiting >= 1 {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_millis(QUEUE_WAIT_MS),
+            "{who} never waited for the held lock"
+        );
+        tokio::time::sleep(Duration::from_millis(LOCK_POLL_MS)).await;
+    }
 }
 
 #[test]
@@ -219,10 +269,12 @@ fn every_sql_mutant_applies_once() {
 #[test]
 fn postgres_only_tests_pass_on_the_real_schema() {
     let harness = MutantHarness::new(None);
-    assert!(passes(
+    for test in [
         "sql_mutants::settlement_takes_the_replica_before_the_counters",
-        &harness
-    ));
+        "sql_mutants::heartbeat_waits_for_an_uncommitted_newer_one",
+    ] {
+        assert!(passes(test, &harness), "{test} fails on the real schema");
+    }
 }
 
 #[test]

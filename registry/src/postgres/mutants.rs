@@ -166,7 +166,7 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         kind: MutantKind::LockDropped,
         find: "FOR UPDATE OF r SKIP LOCKED;\n                    IF NOT FOUND THEN",
         replace: ";\n                    IF NOT FOUND THEN",
-        caught_by: &["race::racing_resolves_never_exceed_capacity"],
+        caught_by: &["race::mixed_load_over_a_full_binding_never_answers_unavailable"],
     },
     SqlMutant {
         id: "round-reserve-skips-replica-count",
@@ -175,7 +175,7 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         find: "UPDATE connreg.replicas r SET active = r.active + 1\n                 \
                WHERE r.replica_id = v_replica;",
         replace: "",
-        caught_by: &["pin::retry_on_full_replica_or_scope_answers_no_capacity"],
+        caught_by: &["pin::released_route_is_reserved_again_on_the_same_replica"],
     },
     SqlMutant {
         id: "round-create-skips-replica-count",
@@ -304,7 +304,7 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         kind: MutantKind::LockDropped,
         find: "WHERE r.replica_id = p_replica FOR UPDATE;",
         replace: "WHERE r.replica_id = p_replica;",
-        caught_by: &["race::racing_heartbeats_keep_the_highest_sequence"],
+        caught_by: &["sql_mutants::heartbeat_waits_for_an_uncommitted_newer_one"],
     },
 ];
 
