@@ -414,7 +414,11 @@ pub async fn racing_unknown_settlements_count_every_one<H: Harness>(harness: &H)
         })
         .await;
         for (i, r) in results.iter().enumerate() {
-            assert_eq!(r, &Ok(Settled { released: true }), "round {round}, settlement {i}");
+            assert_eq!(
+                r,
+                &Ok(Settled { released: true }),
+                "round {round}, settlement {i}"
+            );
         }
         let circuit = s
             .store

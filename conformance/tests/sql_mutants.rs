@@ -156,7 +156,12 @@ async fn settlement_takes_the_replica_before_the_counters(harness: &MutantHarnes
     let mut holder = PgConnection::connect_with(&admin).await.expect("a session");
     let mut observer = PgConnection::connect_with(&admin).await.expect("a session");
     sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
-    let scopes: Vec<String> = a.reservation.scopes.iter().map(|s| s.as_str().to_owned()).collect();
+    let scopes: Vec<String> = a
+        .reservation
+        .scopes
+        .iter()
+        .map(|s| s.as_str().to_owned())
+        .collect();
     sqlx::query("SELECT 1 FROM connreg.admission_counters WHERE scope_id = ANY($1) FOR UPDATE")
         .bind(&scopes)
         .execute(&mut holder)
@@ -169,12 +174,16 @@ async fn settlement_takes_the_replica_before_the_counters(harness: &MutantHarnes
     };
     let settling = tokio::spawn(async move { store.route_settle(params).await });
     until_one_waits(&mut observer, "the settlement").await;
-    let replica_free = sqlx::query("SELECT 1 FROM connreg.replicas WHERE replica_id = $1 FOR UPDATE NOWAIT")
-        .bind(a.destination.replica.as_str())
-        .execute(&mut observer)
+    let replica_free =
+        sqlx::query("SELECT 1 FROM connreg.replicas WHERE replica_id = $1 FOR UPDATE NOWAIT")
+            .bind(a.destination.replica.as_str())
+            .execute(&mut observer)
+            .await
+            .is_ok();
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
         .await
-        .is_ok();
-    sqlx::raw_sql("ROLLBACK").execute(&mut holder).await.unwrap();
+        .unwrap();
     let settled = settling.await.expect("the settlement task");
     assert_eq!(settled, Ok(Settled { released: true }));
     assert!(
@@ -211,7 +220,10 @@ async fn heartbeat_waits_for_an_uncommitted_newer_one(harness: &MutantHarness) {
     sqlx::raw_sql("COMMIT").execute(&mut newer).await.unwrap();
     let outcome = beating.await.expect("the heartbeat task");
     let stored = s.store.replica_get(id).await.unwrap().expect("the replica");
-    assert_eq!(stored.health_seq, NEWER_SEQUENCE as u64, "the newer sequence stays");
+    assert_eq!(
+        stored.health_seq, NEWER_SEQUENCE as u64,
+        "the newer sequence stays"
+    );
     assert_eq!(outcome, Ok(HeartbeatOutcome::Ignored));
 }
 
@@ -255,7 +267,10 @@ fn every_sql_mutant_applies_once() {
         )
         .await
         .expect("a registry");
-        let mut admin = test.admin_connection().await.expect("a superuser connection");
+        let mut admin = test
+            .admin_connection()
+            .await
+            .expect("a superuser connection");
         for mutant in SQL_MUTANTS {
             sqlx::raw_sql("BEGIN").execute(&mut admin).await.unwrap();
             connreg::postgres::mutants::apply_on(&mut admin, mutant)

@@ -82,7 +82,8 @@ pub struct SqlMutant {
     pub caught_by: &'static [&'static str],
 }
 
-const RESOLVE: &str = "connreg.data_route_resolve(text,text,text,bigint,text,boolean,text,text,boolean)";
+const RESOLVE: &str =
+    "connreg.data_route_resolve(text,text,text,bigint,text,boolean,text,text,boolean)";
 const ROUND: &str = "connreg.route_decide_round(text,text,text,bigint,text,boolean,text,text,\
                      integer,integer,integer,boolean)";
 const SETTLE: &str = "connreg.data_route_settle(jsonb,text,boolean,bigint)";
@@ -346,7 +347,12 @@ pub async fn apply(admin: &PgConnectOptions, mutant: &SqlMutant) -> Result<(), S
         .persistent(false)
         .execute(&mut conn)
         .await
-        .map_err(|e| failed(mutant, format!("the mutated definition does not install: {e}")))?;
+        .map_err(|e| {
+            failed(
+                mutant,
+                format!("the mutated definition does not install: {e}"),
+            )
+        })?;
     let _ = conn.close().await;
     Ok(())
 }
@@ -364,7 +370,12 @@ pub async fn apply_on(conn: &mut PgConnection, mutant: &SqlMutant) -> Result<(),
         .persistent(false)
         .execute(&mut *conn)
         .await
-        .map_err(|e| failed(mutant, format!("the mutated definition does not install: {e}")))?;
+        .map_err(|e| {
+            failed(
+                mutant,
+                format!("the mutated definition does not install: {e}"),
+            )
+        })?;
     Ok(())
 }
 
