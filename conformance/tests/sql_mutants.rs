@@ -13,11 +13,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use connreg::contracts::{ReplicaLifecycle, Routing};
+use connreg::limits::LEASE_MAINTENANCE_BATCH_MAX;
 use connreg::postgres::PgConnectOptions;
 use connreg::postgres::mutants::{SQL_MUTANTS, SqlMutant};
 use connreg::postgres::testing::TestRegistry;
 use connreg::request::SettleParams;
-use connreg::request::{HeartbeatOutcome, HeartbeatParams};
+use connreg::request::{HeartbeatOutcome, HeartbeatParams, MaintainParams};
 use connreg::{ManualClock, Outcome, RegistryConfig, Settled};
 use connreg_conformance::fixture::{self, FleetOptions};
 use connreg_conformance::run::block_on;
@@ -31,6 +32,10 @@ const QUEUE_WAIT_MS: u64 = 10_000;
 
 /// How often a test looks for a call waiting on a lock, in ms.
 const LOCK_POLL_MS: u64 = 5;
+
+/// Longest a maintenance call that waits for nothing may take, in ms (far
+/// below the protocol functions' 2,500 ms lock timeout).
+const MAINTENANCE_WAIT_MS_MAX: u64 = 1_000;
 
 /// The sequence of the uncommitted heartbeat a test holds open.
 const NEWER_SEQUENCE: i64 = 1_000;
@@ -113,6 +118,12 @@ fn passes(name: &str, harness: &MutantHarness) -> bool {
                 "sql_mutants::heartbeat_waits_for_an_uncommitted_newer_one" => {
                     std::panic::catch_unwind(AssertUnwindSafe(|| {
                         block_on(heartbeat_waits_for_an_uncommitted_newer_one(harness))
+                    }))
+                    .is_ok()
+                }
+                "sql_mutants::maintenance_skips_a_held_replica" => {
+                    std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        block_on(maintenance_skips_a_held_replica(harness))
                     }))
                     .is_ok()
                 }
@@ -227,6 +238,50 @@ async fn heartbeat_waits_for_an_uncommitted_newer_one(harness: &MutantHarness) {
     assert_eq!(outcome, Ok(HeartbeatOutcome::Ignored));
 }
 
+// spec: LEASE-2, LOCK-1
+/// Lease maintenance waits for no replica row: an expired replica another
+/// transaction holds is left for the next call (`more`), and the call
+/// answers at once.
+async fn maintenance_skips_a_held_replica(harness: &MutantHarness) {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let held = fixture::replica("i-acme-crm-r0");
+    let admin = harness.admin();
+    let mut holder = PgConnection::connect_with(&admin).await.expect("a session");
+    sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM connreg.replicas WHERE replica_id = $1 FOR UPDATE")
+        .bind(held.as_str())
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    s.clock.advance_ms(s.fleet.options.lease_ttl_ms);
+    let start = Instant::now();
+    let maintained = s
+        .store
+        .lease_maintain(MaintainParams {
+            max: LEASE_MAINTENANCE_BATCH_MAX,
+        })
+        .await;
+    let took = start.elapsed();
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let maintained = maintained.expect("maintenance answers while a replica is held");
+    assert!(
+        took < Duration::from_millis(MAINTENANCE_WAIT_MS_MAX),
+        "maintenance waited {took:?} for a held replica"
+    );
+    assert!(
+        !maintained.expired.contains(&held),
+        "the held replica is left"
+    );
+    assert_eq!(maintained.expired.len(), s.fleet.replica_specs().len() - 1);
+    assert!(
+        maintained.more,
+        "the held replica is left for the next call"
+    );
+}
+
 /// Waits until a session of this database waits for a lock.
 async fn until_one_waits(observer: &mut PgConnection, who: &str) {
     let start = Instant::now();
@@ -287,6 +342,7 @@ fn postgres_only_tests_pass_on_the_real_schema() {
     for test in [
         "sql_mutants::settlement_takes_the_replica_before_the_counters",
         "sql_mutants::heartbeat_waits_for_an_uncommitted_newer_one",
+        "sql_mutants::maintenance_skips_a_held_replica",
     ] {
         assert!(passes(test, &harness), "{test} fails on the real schema");
     }

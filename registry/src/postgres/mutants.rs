@@ -170,6 +170,14 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         caught_by: &["race::mixed_load_over_a_full_binding_never_answers_unavailable"],
     },
     SqlMutant {
+        id: "round-pick-waits",
+        function: ROUND,
+        kind: MutantKind::WaitAdded,
+        find: "FOR UPDATE OF r SKIP LOCKED;\n                    IF NOT FOUND THEN",
+        replace: "FOR UPDATE OF r;\n                    IF NOT FOUND THEN",
+        caught_by: &["race::mixed_load_over_a_full_binding_never_answers_unavailable"],
+    },
+    SqlMutant {
         id: "round-reserve-skips-replica-count",
         function: ROUND,
         kind: MutantKind::CounterOmitted,
@@ -257,6 +265,14 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         find: "         LIMIT p_max\n",
         replace: "",
         caught_by: &["lease::maintenance_is_bounded_per_call"],
+    },
+    SqlMutant {
+        id: "maintain-waits-for-replicas",
+        function: MAINTAIN,
+        kind: MutantKind::WaitAdded,
+        find: "         FOR UPDATE SKIP LOCKED\n    LOOP",
+        replace: "         FOR UPDATE\n    LOOP",
+        caught_by: &["sql_mutants::maintenance_skips_a_held_replica"],
     },
     SqlMutant {
         id: "maintain-skips-counter-release",
