@@ -1,12 +1,13 @@
 //! Every SQL mutant of the protocol functions
 //! (`connreg::postgres::mutants::SQL_MUTANTS`) is caught: each is applied to
 //! fresh databases, and each test its catalogue entry names must fail on
-//! it. The same tests pass on the real schema (`--test postgres`, and the
-//! two PostgreSQL-only tests below, which run unmutated here too).
+//! it. The same tests pass on the real schema: the conformance tests in
+//! `--test postgres`, the PostgreSQL-only ones here (`*_on_postgres`).
 //!
 //! `cargo test -p connreg-conformance --test sql_mutants`; with
-//! `SQL_MUTANTS_ONLY=<id>`, one mutant only. (`CONNREG_SQL_MUTANT` is for
-//! `--test postgres`: the whole suite against one mutant.)
+//! `SQL_MUTANTS_ONLY=<id>`, one mutant only. With `CONNREG_SQL_MUTANT=<id>`
+//! the `*_on_postgres` tests run on that mutant instead of the real schema,
+//! as `--test postgres` does (`.ci/sql-mutants-suite` runs both).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
@@ -336,16 +337,26 @@ fn every_sql_mutant_applies_once() {
     });
 }
 
+/// Runs one PostgreSQL-only test on the real schema, or on the mutant
+/// `CONNREG_SQL_MUTANT` names (as `.ci/sql-mutants-suite` does).
+fn postgres_only(test: &str) {
+    let mutant = connreg::postgres::mutants::mutant_from_env().unwrap_or_else(|e| panic!("{e}"));
+    assert!(passes(test, &MutantHarness::new(mutant)), "{test} failed");
+}
+
 #[test]
-fn postgres_only_tests_pass_on_the_real_schema() {
-    let harness = MutantHarness::new(None);
-    for test in [
-        "sql_mutants::settlement_takes_the_replica_before_the_counters",
-        "sql_mutants::heartbeat_waits_for_an_uncommitted_newer_one",
-        "sql_mutants::maintenance_skips_a_held_replica",
-    ] {
-        assert!(passes(test, &harness), "{test} fails on the real schema");
-    }
+fn settlement_takes_the_replica_before_the_counters_on_postgres() {
+    postgres_only("sql_mutants::settlement_takes_the_replica_before_the_counters");
+}
+
+#[test]
+fn heartbeat_waits_for_an_uncommitted_newer_one_on_postgres() {
+    postgres_only("sql_mutants::heartbeat_waits_for_an_uncommitted_newer_one");
+}
+
+#[test]
+fn maintenance_skips_a_held_replica_on_postgres() {
+    postgres_only("sql_mutants::maintenance_skips_a_held_replica");
 }
 
 #[test]
