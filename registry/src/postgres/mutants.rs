@@ -22,7 +22,8 @@
 //! runs the whole conformance suite against that mutant; an unknown ID
 //! fails every test. `conformance/tests/sql_mutants.rs` applies each mutant
 //! and runs the tests [`caught_by`](SqlMutant::caught_by) names, which must
-//! fail. The table is in docs/TESTING.md, "SQL mutants".
+//! fail. The table is in docs/TESTING.md, "SQL mutants of the PostgreSQL
+//! backend".
 
 use sqlx::{Connection, PgConnection};
 
