@@ -200,6 +200,7 @@ macro_rules! conformance_tests {
             publications_racing_paginated_reads_never_mix_revisions,
             racing_settlements_release_once,
             settlements_racing_retries_keep_counters_exact,
+            racing_unknown_settlements_count_every_one,
             racing_heartbeats_keep_the_highest_sequence,
             mixed_load_over_a_full_binding_never_answers_unavailable,
         ] }

@@ -386,6 +386,57 @@ pub async fn settlements_racing_retries_keep_counters_exact<H: Harness>(harness:
     }
 }
 
+// spec: SETTLE-5, SETTLE-2
+/// Unknown outcomes of different actions on one replica, settled at once,
+/// each count once: the replica's unknown count is read and written under
+/// its row, so no settlement's count is lost to another's.
+pub async fn racing_unknown_settlements_count_every_one<H: Harness>(harness: &H) {
+    let options = FleetOptions {
+        replicas_per_instance: 1,
+        replica_capacity: RACERS as u32,
+        ..FleetOptions::default()
+    }
+    .with_circuit(true, connreg::limits::CIRCUIT_THRESHOLD_MAX);
+    let s = fixture::open(harness, options).await;
+    let r0 = fixture::replica("i-acme-crm-r0");
+    for round in 0..ROUNDS {
+        let mut routes = Vec::with_capacity(RACERS);
+        for i in 0..RACERS {
+            routes.push(s.resolve_acme(&format!("unknown-{round}-{i}")).await);
+        }
+        let results = race(RACERS, |i| {
+            let store = s.store.clone();
+            let params = SettleParams {
+                assignment: routes[i].clone(),
+                outcome: Outcome::OutcomeUnknown,
+            };
+            async move { store.route_settle(params).await }
+        })
+        .await;
+        for (i, r) in results.iter().enumerate() {
+            assert_eq!(
+                r,
+                &Ok(Settled { released: true }),
+                "round {round}, settlement {i}"
+            );
+        }
+        let circuit = s
+            .store
+            .replica_get(r0.clone())
+            .await
+            .unwrap()
+            .expect("the replica")
+            .circuit;
+        assert_eq!(
+            circuit.consecutive_unknown as usize,
+            (round + 1) * RACERS,
+            "round {round}: every unknown outcome counts once"
+        );
+        let snap = s.inspect().await;
+        check::assert_clean(&check::all(&snap), &format!("round {round}"));
+    }
+}
+
 // spec: LEASE-1
 /// Racing heartbeats of one replica: the highest sequence wins, whatever
 /// order they land in.

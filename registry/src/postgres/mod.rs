@@ -162,6 +162,8 @@
 //! - `data`: the data plane's shared handle.
 //! - `testing` (feature `postgres-testing`): a registry on a fresh test
 //!   database with its own two roles.
+//! - `mutants` (feature `postgres-testing`): SQL mutants of the protocol
+//!   functions, applied to test databases.
 
 mod catalog;
 mod codec;
@@ -172,6 +174,8 @@ mod error;
 mod health;
 mod lifecycle;
 mod locks;
+#[cfg(feature = "postgres-testing")]
+pub mod mutants;
 mod registry;
 mod routing;
 mod setup;

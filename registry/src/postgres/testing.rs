@@ -19,6 +19,7 @@ use std::str::FromStr;
 use connreg_pgtest::{ServerSource, TestDatabase};
 use sqlx::{Connection, PgConnection};
 
+use super::mutants::SqlMutant;
 use super::{PgConnectOptions, PgOptions, PgRegistry, Roles, StartError, create_roles};
 use crate::clock::Clock;
 use crate::request::RegistryConfig;
@@ -129,10 +130,26 @@ impl TestRegistry {
     }
 
     /// A fresh database, its roles and a registry on it, in one call; the
-    /// database lives as long as the registry.
+    /// database lives as long as the registry. When
+    /// [`SQL_MUTANT_VAR`](super::mutants::SQL_MUTANT_VAR) names a SQL
+    /// mutant, the database gets it (an unknown name is an error).
     pub async fn open(clock: impl Clock, config: RegistryConfig) -> Result<PgRegistry, StartError> {
+        let mutant = super::mutants::mutant_from_env()?;
+        TestRegistry::open_mutated(clock, config, mutant).await
+    }
+
+    /// [`open`](Self::open) with `mutant` applied to the fresh database
+    /// once its schema is installed, whatever the environment says.
+    pub async fn open_mutated(
+        clock: impl Clock,
+        config: RegistryConfig,
+        mutant: Option<&SqlMutant>,
+    ) -> Result<PgRegistry, StartError> {
         let test = TestRegistry::create().await?;
         let registry = PgRegistry::connect(test.options(), clock, config).await?;
+        if let Some(mutant) = mutant {
+            super::mutants::apply(&test.admin, mutant).await?;
+        }
         Ok(registry.keep_alive(test))
     }
 
