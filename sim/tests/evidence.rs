@@ -76,7 +76,11 @@ fn expiring_maintain(v: &Value) -> bool {
 /// Drops `counter` from the `start` line's expectations.
 fn unbound(lines: &mut [Value], counter: &str) {
     for side in ["at_least", "at_most"] {
-        if let Some(b) = lines[0]["expect"][side].as_object_mut() {
+        if let Some(b) = lines[0]
+            .get_mut("expect")
+            .and_then(|e| e.get_mut(side))
+            .and_then(Value::as_object_mut)
+        {
             b.remove(counter);
         }
     }
@@ -465,15 +469,20 @@ const NAMED: &[Named] = &[
             };
             let i = find(l, created);
             let j = (i + 1..l.len())
-                .find(|&j| {
-                    created(&l[j]) && {
-                        let id = l[j]["id"].clone();
-                        l[..i].iter().any(|v| v["ev"] == "rpc" && v["id"] == id)
-                    }
-                })
-                .expect("a second created answer to a call sent before the first answer");
-            let moved = l.remove(j);
-            l.insert(i, moved);
+                .find(|&j| created(&l[j]))
+                .expect("a second created answer");
+            let id = l[j]["id"].clone();
+            let r = find(l, |v| v["ev"] == "rpc" && v["id"] == id);
+            // The later answer (and its call, if sent after the first
+            // answer) moves before the first answer.
+            let reply = l.remove(j);
+            if r > i {
+                let call = l.remove(r);
+                l.insert(i, call);
+                l.insert(i + 1, reply);
+            } else {
+                l.insert(i, reply);
+            }
         },
         "commit_order",
     ),
