@@ -459,6 +459,10 @@ impl Oracle {
         }
         self.set_clock(a);
         let request = self.renaming.request(&a.request);
+        if self.skipped_held_rows(a, &request) {
+            self.report.ordered += 1;
+            return;
+        }
         let held = match self.held_for(a, &request) {
             Ok(h) => h,
             Err(e) => {
@@ -484,11 +488,45 @@ impl Oracle {
         }
     }
 
+    /// True for a maintenance answer (on a concurrent backend) that did
+    /// nothing and says `more`, where every replica the reference would
+    /// expire now is named by another call of the step: their rows were
+    /// held, and maintenance skips a held row rather than wait for it
+    /// (LOCK-1, `SKIP LOCKED`), leaving it to the next call. Such an answer
+    /// changed nothing, so nothing is replayed.
+    fn skipped_held_rows(&self, a: &Answer, request: &Request) -> bool {
+        if self.trace_ordered || !matches!(request, Request::Maintain { .. }) {
+            return false;
+        }
+        let Response::Maintain { result: Ok(m) } = &a.recorded else {
+            return false;
+        };
+        if !m.expired.is_empty() || m.released != 0 || !m.more {
+            return false;
+        }
+        let Ok(fork) = self.registry.fork() else {
+            return false;
+        };
+        let Response::Maintain { result: Ok(would) } =
+            poll_inline(respond_plainly(fork, request.clone()))
+        else {
+            return false;
+        };
+        let mine = replicas_named(a);
+        !would.expired.is_empty()
+            && would.expired.iter().all(|r| {
+                self.step_touches.get(r.as_str()).copied().unwrap_or(0)
+                    > mine.get(r.as_str()).copied().unwrap_or(0)
+            })
+    }
+
     /// The replicas a new route of `a` (a resolve, on a concurrent
     /// backend) must skip to agree: while the reference picks another
     /// replica than the recorded one, and another call of the step names
-    /// that replica (so its row may have been held: ROUTE-6), the
-    /// reference's pick is held and the decision tried again, on a copy.
+    /// that replica (so its row may have been held: ROUTE-6) or the
+    /// recorded one (so the decision may have ranked it by a snapshot read
+    /// before that call committed), the reference's pick is held and the
+    /// decision tried again, on a copy.
     /// Empty when the first try agrees or no such replica explains it.
     fn held_for(
         &self,
@@ -505,6 +543,16 @@ impl Oracle {
             _ => return Ok(held),
         };
         let mine = replicas_named(a);
+        let by_others = |replica: &str| {
+            self.step_touches.get(replica).copied().unwrap_or(0)
+                - mine.get(replica).copied().unwrap_or(0)
+        };
+        // Another call of the step changed the recorded replica (a
+        // reservation, a settlement): the decision may have ranked it by a
+        // snapshot read before that call committed, and only locked it
+        // after (READ COMMITTED), so the reference's better-ranked picks
+        // are passed over too.
+        let ranked_stale = by_others(recorded_replica.as_str()) > 0;
         for _ in 0..HELD_TRIES_MAX {
             let fork = self
                 .registry
@@ -519,9 +567,7 @@ impl Oracle {
             if picked == recorded_replica {
                 return Ok(held);
             }
-            let others = self.step_touches.get(picked.as_str()).copied().unwrap_or(0)
-                - mine.get(picked.as_str()).copied().unwrap_or(0);
-            if others == 0 {
+            if by_others(picked.as_str()) == 0 && !ranked_stale {
                 break;
             }
             held.insert(picked);

@@ -579,11 +579,45 @@ const NAMED: &[Named] = &[
         },
         "evidence_consistent",
     ),
+    // PIN-3: a pinned re-reservation on a replica whose lease had ended.
+    (
+        "reserved_on_ended_lease",
+        "0005_draining_pinned_retries.toml",
+        |l| {
+            let i = find(l, |v| {
+                reply_of(v, "resolve") && v["resp"]["result"]["Ok"]["kind"] == "reserved"
+            });
+            let replica =
+                l[i]["resp"]["result"]["Ok"]["assignment"]["destination"]["replica"].clone();
+            // The last heartbeat before it gets a TTL of 1 ms, or, with
+            // none, its registration answers a lease that ends 1 ms later.
+            let beat = (0..i).rev().find(|&k| {
+                l[k]["ev"] == "rpc"
+                    && l[k]["req"]["op"] == "heartbeat"
+                    && l[k]["req"]["params"]["replica"] == replica
+            });
+            match beat {
+                Some(k) => l[k]["req"]["params"]["lease_ttl_ms"] = json!(1),
+                None => {
+                    let k = (0..i)
+                        .rev()
+                        .find(|&k| {
+                            reply_of(&l[k], "register")
+                                && l[k]["resp"]["result"]["Ok"]["spec"]["id"] == replica
+                        })
+                        .expect("the replica registered before its re-reservation");
+                    let clock = l[k]["clock"].as_u64().unwrap();
+                    l[k]["resp"]["result"]["Ok"]["lease_expires_at"] = json!(clock + 1);
+                }
+            }
+        },
+        "route_eligibility",
+    ),
 ];
 
 #[test]
 fn every_kind_of_evidence_defect_is_named_by_its_checker() {
-    // spec: EVID-1, EVID-2, EVID-3, EVID-4, EVID-6, EVID-9
+    // spec: EVID-1, EVID-2, EVID-3, EVID-4, EVID-6, EVID-9, PIN-3
     let mut missed = Vec::new();
     for (name, file, plant, invariant) in NAMED {
         let mut lines = clean(file, 1);

@@ -249,9 +249,21 @@ fn a_shared_stop_signal_is_caught_by_settlement_truthful_at_seed_one_of_0002() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(!report.ok(), "the plant was not caught");
+    assert!(
+        report.violations.iter().any(
+            |v| v.invariant == invariant::TRUTHFUL.0 && v.detail.contains("recorded cancelled")
+        ),
+        "{:#?}",
+        report.violations
+    );
+    // The falsely cancelled fence may also run again for another holder
+    // of the shared action ID: no replica kept a cancel that never came
+    // (EVID-9).
     for v in &report.violations {
-        assert_eq!(v.invariant, invariant::TRUTHFUL.0, "{v:#?}");
-        assert!(v.detail.contains("recorded cancelled"), "{v:#?}");
+        assert!(
+            [invariant::TRUTHFUL.0, invariant::EVIDENCE.0].contains(&v.invariant.as_str()),
+            "{v:#?}"
+        );
     }
     let clean = run(
         &s,

@@ -1,7 +1,10 @@
 //! `route_eligibility` (ROUTE-5, ROUTE-9, ROUTE-11): a new route uses a
 //! binding chain the catalog at its revision allows, the requested
 //! capacity class and region policy, and (commit-ordered traces) a replica
-//! that is ready with its circuit closed.
+//! that is ready with its circuit closed; and (commit-ordered traces) a
+//! pinned re-reservation (PIN-3) goes to a replica that is ready or
+//! draining, with its circuit closed and its lease live at the answer's
+//! clock (binding and instance switches do not block it).
 
 use connreg::{CrossRegion, ReplicaState, RouteAssignment, RouteRequest};
 
@@ -64,6 +67,41 @@ impl Checker {
                 format!(
                     "the new route of {action} on replica {}: {why}",
                     a.destination.replica
+                ),
+            );
+        }
+    }
+
+    /// PIN-3: a `reserved` answer at registry clock `now` (commit-ordered
+    /// traces; the replica's state and lease are those the answers before
+    /// it left).
+    pub(super) fn check_pinned_eligible(&mut self, a: &RouteAssignment, now: u64) {
+        if !self.ordered {
+            return;
+        }
+        let replica = &a.destination.replica;
+        let mut refusals = Vec::new();
+        if let Some((state, open)) = self.replica_model.get(replica) {
+            if *state == ReplicaState::Offline {
+                refusals.push(format!("replica {replica} is offline"));
+            }
+            if *open {
+                refusals.push(format!("replica {replica}'s circuit is open"));
+            }
+        }
+        if let Some(end) = self.witness_lease_end(replica)
+            && end <= now
+        {
+            refusals.push(format!(
+                "replica {replica}'s lease ended at {end}, by the answers, and the answer decided at {now}"
+            ));
+        }
+        for why in refusals {
+            self.violate(
+                invariant::ELIGIBLE,
+                format!(
+                    "the re-reservation of {} (fence {}): {why}",
+                    a.identity.action, a.reservation.fence.0
                 ),
             );
         }

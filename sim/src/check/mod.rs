@@ -58,7 +58,7 @@
 //! | `revision_by_publication` | CAT-1, CAT-3 | a revision appears that no publication made, or a publication skips one |
 //! | `fence_unique` | ROUTE-7, SETTLE-2 | a fence is issued twice or held by two actions |
 //! | `no_cross_tenant_disclosure` | ROUTE-4, CAT-5, CAT-7 | an answer carries another tenant's route, or a page lists what the reader may not call |
-//! | `route_eligibility` | ROUTE-5, ROUTE-9, ROUTE-11 | a new route uses an ineligible binding chain, class, region, or (commit-ordered traces) a replica that is not ready or whose circuit is open |
+//! | `route_eligibility` | ROUTE-5, ROUTE-9, ROUTE-11, PIN-3 | a new route uses an ineligible binding chain, class, region, or (commit-ordered traces) a replica that is not ready or whose circuit is open; (commit-ordered traces) a pinned re-reservation goes to a replica that is offline, whose circuit is open or whose lease has ended |
 //! | `circuit_closed_by_operator` | SETTLE-6 | an open circuit closes without an operator action |
 //! | `no_spurious_unavailable` | SIM-3 | a registry answers `unavailable` while no database fault is active or settling |
 //! | `no_orphan_reservation` | ROUTE-8, SETTLE-1 | at the end, a reservation is held by an action every dispatcher ended |
@@ -146,7 +146,7 @@ pub mod invariant {
     /// See the module table.
     pub const TENANT: (&str, &str) = ("no_cross_tenant_disclosure", "ROUTE-4 CAT-5 CAT-7");
     /// See the module table.
-    pub const ELIGIBLE: (&str, &str) = ("route_eligibility", "ROUTE-5 ROUTE-9 ROUTE-11");
+    pub const ELIGIBLE: (&str, &str) = ("route_eligibility", "ROUTE-5 ROUTE-9 ROUTE-11 PIN-3");
     /// See the module table.
     pub const CIRCUIT: (&str, &str) = ("circuit_closed_by_operator", "SETTLE-6");
     /// See the module table.

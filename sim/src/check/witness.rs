@@ -108,6 +108,11 @@ impl Checker {
         self.check_commit_order(id, resp, commit);
         match (req, resp) {
             (Request::Resolve { .. }, Response::Resolve { result: Ok(r) }) => {
+                if r.kind == connreg::ResolveKind::Reserved
+                    && let Some(now) = clock
+                {
+                    self.check_pinned_eligible(&r.assignment, now);
+                }
                 let fence = r.assignment.reservation.fence;
                 self.witness
                     .fence_answers
@@ -197,6 +202,11 @@ impl Checker {
             }
             _ => {}
         }
+    }
+
+    /// A replica's lease end as the answers set it (`lease_respected`).
+    pub(super) fn witness_lease_end(&self, replica: &ReplicaId) -> Option<u64> {
+        self.witness.lease_end.get(replica).copied()
     }
 
     /// The answer to call `id` reached its caller.
