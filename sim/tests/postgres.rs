@@ -93,6 +93,7 @@ on_postgres! {
     two_tenants_retry_lost_answers_on_postgres => "0033_two_tenants_retry_lost_answers.toml",
     // spec: PIN-8, PIN-7
     resolve_after_caller_gave_up_on_postgres => "0034_resolve_after_caller_gave_up.toml",
+    shared_action_cancelled_on_postgres => "0035_shared_action_cancelled.toml",
 }
 
 #[test]
