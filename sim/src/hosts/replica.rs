@@ -108,6 +108,10 @@ pub(crate) struct FenceLog {
 #[derive(Debug, Default, Clone, Copy)]
 struct Kept {
     cancelled: bool,
+    /// Executions started (their side effects begun) and not ended: a
+    /// crash may leave some so.
+    started: u32,
+    ended: u32,
     /// The strongest answer of an execution of the fence that ended:
     /// `completed` over `unknown` over `cancelled`.
     finished: Option<Execution>,
@@ -133,6 +137,11 @@ impl FenceLog {
             .1
     }
 
+    /// An execution of `key` started its side effect.
+    fn started(&mut self, key: &(ActionId, FenceToken)) {
+        self.entry(key).started += 1;
+    }
+
     /// A cancel of `key` reached the replica.
     fn cancel(&mut self, key: &(ActionId, FenceToken)) {
         self.entry(key).cancelled = true;
@@ -147,18 +156,30 @@ impl FenceLog {
             None => 0,
         };
         let kept = self.entry(key);
+        kept.ended += 1;
         if rank(Some(execution)) > rank(kept.finished) {
             kept.finished = Some(execution);
         }
     }
 
     /// The answer to a new execute of a cancelled fence, which does not
-    /// run: what an earlier execution of it answered, else `cancelled`.
+    /// run: what an earlier execution of it answered (`unknown` when one
+    /// was cut short by a crash), else `cancelled`.
     /// `None` when the fence was not cancelled.
     fn refusal(&self, key: &(ActionId, FenceToken)) -> Option<Execution> {
         let (_, kept) = self.by_fence.get(key)?;
-        kept.cancelled
-            .then(|| kept.finished.unwrap_or(Execution::Cancelled))
+        if !kept.cancelled {
+            return None;
+        }
+        // An execution that began its side effect and never ended (the
+        // replica crashed under it) may have done the work.
+        let interrupted = kept.started > kept.ended;
+        Some(match kept.finished {
+            Some(Execution::Completed) => Execution::Completed,
+            _ if interrupted => Execution::Unknown,
+            Some(e) => e,
+            None => Execution::Cancelled,
+        })
     }
 }
 
@@ -280,6 +301,11 @@ async fn handle(
             {
                 return Response::Execute { execution };
             }
+            ctx.fence_logs
+                .borrow_mut()
+                .entry(spec.id.to_string())
+                .or_default()
+                .started(&key);
             ctx.emit(Event::Ledger {
                 rpc,
                 action: key.0.clone(),
