@@ -237,34 +237,66 @@ fn comparable(r: &Response) -> Value {
 /// calls before the oracle stops looking for the recorded pick.
 pub const HELD_TRIES_MAX: usize = 16;
 
-/// How often `a`'s request and answer name each replica.
-fn replicas_named(a: &Answer) -> BTreeMap<String, u32> {
-    fn walk(v: &Value, out: &mut BTreeMap<String, u32>) {
+/// How often `a`'s request and answer name each row a concurrent call
+/// may hold: `replica:ID`, `action:ID` and `scope:ID` keys. An action
+/// named also names its route's replica and scopes, as `routes` last saw
+/// them (a settlement takes those rows without naming them).
+fn rows_named(a: &Answer, routes: &BTreeMap<String, RouteRows>) -> BTreeMap<String, u32> {
+    fn walk(
+        v: &Value,
+        routes: &BTreeMap<String, RouteRows>,
+        out: &mut BTreeMap<String, u32>,
+    ) {
+        fn add(out: &mut BTreeMap<String, u32>, key: String) {
+            *out.entry(key).or_default() += 1;
+        }
         match v {
             Value::Object(map) => {
                 for (k, child) in map {
-                    match child {
-                        Value::String(s) if k == "replica" => {
-                            *out.entry(s.clone()).or_default() += 1;
+                    match (k.as_str(), child) {
+                        ("replica", Value::String(s)) => add(out, format!("replica:{s}")),
+                        ("action", Value::String(s)) => {
+                            add(out, format!("action:{s}"));
+                            if let Some(route) = routes.get(s) {
+                                add(out, format!("replica:{}", route.replica));
+                                for scope in &route.scopes {
+                                    add(out, format!("scope:{scope}"));
+                                }
+                            }
                         }
-                        _ => walk(child, out),
+                        ("scopes", Value::Array(items)) => {
+                            for scope in items.iter().filter_map(Value::as_str) {
+                                add(out, format!("scope:{scope}"));
+                            }
+                        }
+                        _ => walk(child, routes, out),
                     }
                 }
             }
-            Value::Array(items) => items.iter().for_each(|c| walk(c, out)),
+            Value::Array(items) => items.iter().for_each(|c| walk(c, routes, out)),
             _ => {}
         }
     }
     let mut out = BTreeMap::new();
     walk(
         &serde_json::to_value(&a.request).unwrap_or(Value::Null),
+        routes,
         &mut out,
     );
     walk(
         &serde_json::to_value(&a.recorded).unwrap_or(Value::Null),
+        routes,
         &mut out,
     );
     out
+}
+
+/// The rows an action's route takes when it is settled or released: its
+/// replica's and its scopes' counters.
+#[derive(Clone, Debug, Default)]
+struct RouteRows {
+    replica: String,
+    scopes: Vec<String>,
 }
 
 /// True when a recorded resolve answer says `existing` and the
@@ -298,9 +330,11 @@ pub struct Oracle {
     report: OracleReport,
     /// Records seen: the first must be the `start` line.
     records: u64,
-    /// How many of the current step's answers name each replica (in the
-    /// request or the answer): the rows concurrent calls may have held.
+    /// How many of the current step's answers name each row (see
+    /// [`rows_named`]): the rows concurrent calls may have held.
     step_touches: BTreeMap<String, u32>,
+    /// Each action's route as the last resolve answer showed it.
+    routes: BTreeMap<String, RouteRows>,
     error: Option<String>,
 }
 
@@ -331,6 +365,7 @@ impl Oracle {
             report: OracleReport::default(),
             records: 0,
             step_touches: BTreeMap::new(),
+            routes: BTreeMap::new(),
             error: None,
         })
     }
@@ -401,6 +436,16 @@ impl Oracle {
                 };
                 if matches!(resp, Response::Refused { .. }) {
                     return;
+                }
+                if let Response::Resolve { result: Ok(r) } = resp {
+                    let rows = RouteRows {
+                        replica: r.assignment.destination.replica.to_string(),
+                        scopes: (r.assignment.reservation.scopes.iter())
+                            .map(|s| s.to_string())
+                            .collect(),
+                    };
+                    let action = r.assignment.identity.action.to_string();
+                    self.routes.insert(action, rows);
                 }
                 let answer = Answer {
                     line,
@@ -489,11 +534,13 @@ impl Oracle {
     }
 
     /// True for a maintenance answer (on a concurrent backend) that did
-    /// nothing and says `more`, where every replica the reference would
-    /// expire now is named by another call of the step: their rows were
-    /// held, and maintenance skips a held row rather than wait for it
-    /// (LOCK-1, `SKIP LOCKED`), leaving it to the next call. Such an answer
-    /// changed nothing, so nothing is replayed.
+    /// nothing and says `more`, where everything the reference would do
+    /// now touches a row another call of the step names: an expiry, that
+    /// replica's row; a released hold, its replica's row, its action's
+    /// lock or one of its scopes' counters. Maintenance skips a held row
+    /// rather than wait for it (LOCK-1: `SKIP LOCKED`, `NOWAIT`), leaving
+    /// it to the next call. Such an answer changed nothing, so nothing is
+    /// replayed.
     fn skipped_held_rows(&self, a: &Answer, request: &Request) -> bool {
         if self.trace_ordered || !matches!(request, Request::Maintain { .. }) {
             return false;
@@ -501,7 +548,7 @@ impl Oracle {
         let Response::Maintain { result: Ok(m) } = &a.recorded else {
             return false;
         };
-        if !m.expired.is_empty() || m.released != 0 || !m.more {
+        if !m.expired.is_empty() || m.released != 0 || !m.releases.is_empty() || !m.more {
             return false;
         }
         let Ok(fork) = self.registry.fork() else {
@@ -512,12 +559,18 @@ impl Oracle {
         else {
             return false;
         };
-        let mine = replicas_named(a);
-        !would.expired.is_empty()
-            && would.expired.iter().all(|r| {
-                self.step_touches.get(r.as_str()).copied().unwrap_or(0)
-                    > mine.get(r.as_str()).copied().unwrap_or(0)
-            })
+        let mine = rows_named(a, &self.routes);
+        let by_others = |key: String| {
+            self.step_touches.get(&key).copied().unwrap_or(0)
+                > mine.get(&key).copied().unwrap_or(0)
+        };
+        let expiries_held = (would.expired.iter()).all(|r| by_others(format!("replica:{r}")));
+        let holds_held = would.releases.iter().all(|r| {
+            by_others(format!("replica:{}", r.replica))
+                || by_others(format!("action:{}", r.action))
+                || r.scopes.iter().any(|s| by_others(format!("scope:{s}")))
+        });
+        (!would.expired.is_empty() || !would.releases.is_empty()) && expiries_held && holds_held
     }
 
     /// The replicas a new route of `a` (a resolve, on a concurrent
@@ -542,10 +595,11 @@ impl Oracle {
             }
             _ => return Ok(held),
         };
-        let mine = replicas_named(a);
+        let mine = rows_named(a, &self.routes);
         let by_others = |replica: &str| {
-            self.step_touches.get(replica).copied().unwrap_or(0)
-                - mine.get(replica).copied().unwrap_or(0)
+            let key = format!("replica:{replica}");
+            self.step_touches.get(&key).copied().unwrap_or(0)
+                - mine.get(&key).copied().unwrap_or(0)
         };
         // Another call of the step changed the recorded replica (a
         // reservation, a settlement): the decision may have ranked it by a
@@ -601,8 +655,8 @@ impl Oracle {
         }
         self.step_touches.clear();
         for a in &step {
-            for (replica, n) in replicas_named(a) {
-                *self.step_touches.entry(replica).or_default() += n;
+            for (row, n) in rows_named(a, &self.routes) {
+                *self.step_touches.entry(row).or_default() += n;
             }
         }
         let (committed, mut unplaced): (Vec<Answer>, Vec<Answer>) =

@@ -117,3 +117,85 @@ fn a_trace_not_in_commit_order_is_refused() {
     let e = oracle(file, &lines).unwrap_err();
     assert!(e.contains("commit-ordered"), "{e}");
 }
+
+/// `lines` as a concurrent backend would write them: not deterministic,
+/// and every reply with its commit position (its place in the trace).
+fn as_concurrent(lines: &[String]) -> Vec<String> {
+    let mut commit = 0u64;
+    lines
+        .iter()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v["ev"] == "start" {
+                v["deterministic"] = false.into();
+            } else if v["ev"] == "reply" {
+                commit += 1;
+                v["commit"] = commit.into();
+            }
+            v.to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_maintenance_that_skipped_a_busy_hold_is_accepted_only_beside_its_holder() {
+    // spec: SIM-4, PIN-8, LOCK-1
+    // On PostgreSQL, maintenance takes an expired hold's rows NOWAIT and
+    // leaves a busy one for the next call (`more`). The oracle accepts
+    // such an answer when a concurrent call of its step names one of those
+    // rows, and names it as a divergence when none does.
+    let file = "0034_resolve_after_caller_gave_up.toml";
+    let clean = as_concurrent(&trace(file, 1));
+    let report = oracle(file, &clean).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+
+    let at = first_reply(&clean, |v| {
+        v["resp"]["result"]["Ok"]["releases"][0]["reason"] == "hold_expired"
+    });
+    let mut skipped: serde_json::Value = serde_json::from_str(&clean[at - 1]).unwrap();
+    let replica = skipped["resp"]["result"]["Ok"]["releases"][0]["replica"].clone();
+    skipped["resp"]["result"]["Ok"] =
+        serde_json::json!({"expired": [], "released": 0, "releases": [], "more": true});
+    skipped.as_object_mut().unwrap().remove("released");
+
+    // Alone in its step: the reference releases the hold.
+    let mut alone = clean.clone();
+    alone[at - 1] = skipped.to_string();
+    let d = oracle(file, &alone)
+        .unwrap()
+        .divergence
+        .expect("a maintenance that skipped a free hold was accepted");
+    assert_eq!(d.line, at as u64, "{:?}", d.lines());
+
+    // In the step of the hold's replica's heartbeat: its row was busy.
+    let before = (0..at - 1)
+        .rev()
+        .find(|&i| clean[i].contains(r#""ev":"reply""#))
+        .unwrap();
+    let heartbeat: serde_json::Value = serde_json::from_str(&clean[before]).unwrap();
+    assert_eq!(heartbeat["resp"]["op"], "heartbeat", "{heartbeat}");
+    assert_eq!(
+        heartbeat["to"],
+        format!("replica-{}", replica.as_str().unwrap()),
+        "the reply before the release is not its replica's heartbeat: {heartbeat}"
+    );
+    // The maintenance's request and answer move up beside the heartbeat's
+    // answer, at its time: one step.
+    let id = skipped["id"].clone();
+    let request = (before..at - 1)
+        .find(|&i| {
+            let v: serde_json::Value = serde_json::from_str(&clean[i]).unwrap();
+            v["ev"] == "rpc" && v["id"] == id
+        })
+        .unwrap();
+    let mut moved: serde_json::Value = serde_json::from_str(&clean[request]).unwrap();
+    moved["t"] = heartbeat["t"].clone();
+    skipped["t"] = heartbeat["t"].clone();
+    let mut beside = clean.clone();
+    beside.remove(at - 1);
+    beside.remove(request);
+    beside.insert(before + 1, skipped.to_string());
+    beside.insert(before + 1, moved.to_string());
+    let report = oracle(file, &beside).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+}
