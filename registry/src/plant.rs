@@ -28,11 +28,15 @@ pub enum Plant {
     /// Lease maintenance never releases a reservation past its hold
     /// (PIN-8): one nobody settles is held for good.
     HoldNeverExpires,
+    /// Settling a released reservation records the new outcome over the
+    /// one its release recorded (SETTLE-4), still answering `released:
+    /// false`.
+    SettleRewritesOutcome,
 }
 
 impl Plant {
     /// Every plant, in a fixed order.
-    pub const ALL: [Plant; 9] = [
+    pub const ALL: [Plant; 10] = [
         Plant::FailoverOnRetry,
         Plant::NoActionSerialization,
         Plant::DoubleRelease,
@@ -42,6 +46,7 @@ impl Plant {
         Plant::OverCapacity,
         Plant::CrossTenantReturn,
         Plant::HoldNeverExpires,
+        Plant::SettleRewritesOutcome,
     ];
 
     /// The plant's name, as the CLI spells it.
@@ -56,6 +61,7 @@ impl Plant {
             Plant::OverCapacity => "over-capacity",
             Plant::CrossTenantReturn => "cross-tenant-return",
             Plant::HoldNeverExpires => "hold-never-expires",
+            Plant::SettleRewritesOutcome => "settle-rewrites-outcome",
         }
     }
 
@@ -76,6 +82,9 @@ impl Plant {
             Plant::CrossTenantReturn => "an assigned action is returned to another tenant",
             Plant::HoldNeverExpires => {
                 "lease maintenance never releases a reservation past its hold"
+            }
+            Plant::SettleRewritesOutcome => {
+                "settling a released reservation overwrites the outcome its release recorded"
             }
         }
     }

@@ -242,11 +242,7 @@ pub const HELD_TRIES_MAX: usize = 16;
 /// named also names its route's replica and scopes, as `routes` last saw
 /// them (a settlement takes those rows without naming them).
 fn rows_named(a: &Answer, routes: &BTreeMap<String, RouteRows>) -> BTreeMap<String, u32> {
-    fn walk(
-        v: &Value,
-        routes: &BTreeMap<String, RouteRows>,
-        out: &mut BTreeMap<String, u32>,
-    ) {
+    fn walk(v: &Value, routes: &BTreeMap<String, RouteRows>, out: &mut BTreeMap<String, u32>) {
         fn add(out: &mut BTreeMap<String, u32>, key: String) {
             *out.entry(key).or_default() += 1;
         }
@@ -561,8 +557,7 @@ impl Oracle {
         };
         let mine = rows_named(a, &self.routes);
         let by_others = |key: String| {
-            self.step_touches.get(&key).copied().unwrap_or(0)
-                > mine.get(&key).copied().unwrap_or(0)
+            self.step_touches.get(&key).copied().unwrap_or(0) > mine.get(&key).copied().unwrap_or(0)
         };
         let expiries_held = (would.expired.iter()).all(|r| by_others(format!("replica:{r}")));
         let holds_held = would.releases.iter().all(|r| {
@@ -598,8 +593,7 @@ impl Oracle {
         let mine = rows_named(a, &self.routes);
         let by_others = |replica: &str| {
             let key = format!("replica:{replica}");
-            self.step_touches.get(&key).copied().unwrap_or(0)
-                - mine.get(&key).copied().unwrap_or(0)
+            self.step_touches.get(&key).copied().unwrap_or(0) - mine.get(&key).copied().unwrap_or(0)
         };
         // Another call of the step changed the recorded replica (a
         // reservation, a settlement): the decision may have ranked it by a

@@ -213,6 +213,7 @@ impl PlantedBug {
                 Plant::OverCapacity => "0009_capacity_exhaustion_and_scopes.toml",
                 Plant::CrossTenantReturn => "0010_one_action_two_tenants.toml",
                 Plant::HoldNeverExpires => "0034_resolve_after_caller_gave_up.toml",
+                Plant::SettleRewritesOutcome => "0035_shared_action_cancelled.toml",
             },
             PlantedBug::SpuriousUnavailable => "0001_steady_state.toml",
             PlantedBug::CommitReplyLostAsFailure => "0003_retry_after_lost_answer.toml",
@@ -238,7 +239,9 @@ impl PlantedBug {
             PlantedBug::Store(p) => match p {
                 Plant::FailoverOnRetry => invariant::NO_FAILOVER.0,
                 Plant::NoActionSerialization => invariant::ONE_ROUTE.0,
-                Plant::DoubleRelease | Plant::IgnoreFence => invariant::IDEMPOTENT.0,
+                Plant::DoubleRelease | Plant::IgnoreFence | Plant::SettleRewritesOutcome => {
+                    invariant::IDEMPOTENT.0
+                }
                 Plant::HeartbeatAdvancesRevision => invariant::REVISION.0,
                 Plant::MixedRevisionPages => invariant::ONE_REVISION.0,
                 Plant::OverCapacity => invariant::CAPACITY.0,

@@ -202,8 +202,18 @@ mod faulty {
         let roles = vec![test.roles.control.clone(), test.roles.data.clone()];
         let registry = PgRegistry::connect(options, clock, config)
             .await
-            .map_err(|e| backend(&e))?
-            .keep_alive(test);
+            .map_err(|e| backend(&e))?;
+        // A SQL mutant named by CONNREG_SQL_MUTANT (docs/TESTING.md) goes
+        // into this run's database too, so a scenario can be shown to
+        // catch it.
+        if let Some(mutant) =
+            connreg::postgres::mutants::mutant_from_env().map_err(|e| backend(&e))?
+        {
+            connreg::postgres::mutants::apply(&admin, mutant)
+                .await
+                .map_err(|e| backend(&e))?;
+        }
+        let registry = registry.keep_alive(test);
         Ok((
             registry,
             PgDatabase {

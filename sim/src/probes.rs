@@ -319,8 +319,8 @@ struct Route {
 ///   `replica_unavailable`, or with a route on another replica.
 /// - `no-action-serialization`: a resolve of an action reaches a registry
 ///   while another resolve of it is unanswered.
-/// - `double-release`: a settlement names a reservation an answer already
-///   released.
+/// - `double-release`, `settle-rewrites-outcome`: a settlement names a
+///   reservation an answer already released.
 /// - `ignore-fence`: a settlement names a fence other than the action's
 ///   route's, or is answered `fence_lost`.
 /// - `heartbeat-advances-revision`: a heartbeat is applied.
@@ -602,6 +602,7 @@ impl Probes {
                 let key = (a.identity.action.clone(), a.reservation.fence);
                 if self.released.contains(&key) {
                     self.plant(PlantedBug::Store(Plant::DoubleRelease));
+                    self.plant(PlantedBug::Store(Plant::SettleRewritesOutcome));
                 }
                 if let Some(route) = self.routes.get(&a.identity.action)
                     && route.fence != a.reservation.fence

@@ -135,10 +135,22 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError
 /// gave, or `None` for the built-in standard scenario.
 pub fn repro_command(scenario: Option<&str>, opts: &RunOptions) -> String {
     let workspace = workspace_root();
-    let mut cmd = format!(
+    let mut cmd = String::new();
+    // The SQL mutant the run's database got, if any (docs/TESTING.md).
+    #[cfg(feature = "postgres")]
+    if opts.backend == BackendKind::Postgres
+        && let Ok(id) = std::env::var(connreg::postgres::mutants::SQL_MUTANT_VAR)
+    {
+        cmd.push_str(&format!(
+            "{}={} ",
+            connreg::postgres::mutants::SQL_MUTANT_VAR,
+            shell_word(&id)
+        ));
+    }
+    cmd.push_str(&format!(
         "cargo run --manifest-path {} -p connreg-sim --release -- run",
         shell_word(&workspace.join("Cargo.toml").display().to_string())
-    );
+    ));
     if let Some(path) = scenario {
         let path = absolute(&resolve_scenario_path(path));
         cmd.push_str(&format!(

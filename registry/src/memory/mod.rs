@@ -166,6 +166,7 @@ enum Planted {
     OverCapacity,
     CrossTenantReturn,
     HoldNeverExpires,
+    SettleRewritesOutcome,
 }
 
 #[cfg(feature = "plant")]
@@ -309,6 +310,7 @@ pub(crate) struct Behaviour {
     pub(crate) ignore_fence: bool,
     pub(crate) over_capacity: bool,
     pub(crate) cross_tenant_return: bool,
+    pub(crate) settle_rewrites_outcome: bool,
 }
 
 impl MemoryRegistry {
@@ -320,6 +322,7 @@ impl MemoryRegistry {
             ignore_fence: self.planted(PlantKind::IgnoreFence),
             over_capacity: self.planted(PlantKind::OverCapacity),
             cross_tenant_return: self.planted(PlantKind::CrossTenantReturn),
+            settle_rewrites_outcome: self.planted(PlantKind::SettleRewritesOutcome),
         }
     }
 

@@ -79,7 +79,9 @@ pub struct SqlMutant {
     pub replace: &'static str,
     /// The tests that fail on it: conformance tests as `area::name`
     /// (`conformance/tests/sql_mutants.rs` runs them), `sql_mutants::name`
-    /// for the PostgreSQL-only tests of that file.
+    /// for the PostgreSQL-only tests of that file, `sim::oracle_agrees`
+    /// for the simulator's differential oracle on a PostgreSQL-tier run
+    /// (`sim/tests/oracle_sql_mutant.rs` runs it).
     pub caught_by: &'static [&'static str],
 }
 
@@ -143,6 +145,19 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         find: "ORDER BY e.priority, r.region",
         replace: "ORDER BY e.priority DESC, r.region",
         caught_by: &["route::lower_binding_priority_wins"],
+    },
+    SqlMutant {
+        id: "round-spread-hash-turned",
+        function: ROUND,
+        kind: MutantKind::ComparisonTurned,
+        find: "substr(md5(p_action || '/' || r.replica_id), 1, 16),\n                      e.instance_id",
+        replace: "substr(md5(r.replica_id || '/' || p_action), 1, 16),\n                      e.instance_id",
+        // Every replica it picks is eligible: no invariant of the
+        // simulator objects, only a reference that ranks as the fleet must.
+        caught_by: &[
+            "route::equal_candidates_follow_the_stable_route_hash",
+            "sim::oracle_agrees",
+        ],
     },
     SqlMutant {
         id: "round-ignores-region",

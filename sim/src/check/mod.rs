@@ -51,7 +51,7 @@
 //! | `one_route_per_action` | ROUTE-3, ROUTE-4, PIN-1, PIN-2, LEASE-3 | two routes are created for one action, answers disagree on an action's route, or a stored route changes |
 //! | `no_silent_failover` | PIN-4, PIN-5 | a retry answers another destination, a side effect or dispatch or cancellation reaches another instance or replica than the route's |
 //! | `dispatch_after_commit` | ROUTE-8 | a replica is dispatched an assignment no registry answered |
-//! | `idempotent_settlement` | SETTLE-2, SETTLE-4 | a reservation is released twice, or a settlement with a stale or altered assignment succeeds |
+//! | `idempotent_settlement` | SETTLE-2, SETTLE-4 | a reservation is released twice, a settlement with a stale or altered assignment succeeds, or a released reservation's recorded outcome changes (between snapshots, or from the outcome its answered release recorded) |
 //! | `settlement_truthful` | PIN-7, SETTLE-5 | a settlement records `cancelled` for work in the ledger that no cancel stopped, or `completed` for work the ledger does not hold |
 //! | `capacity_accounting` | ROUTE-7, SETTLE-3, REC-8 | a replica's active count or a scope's counter differs from the live reservations (by the store's rows, and by the answers), or exceeds its limit; the store frees a reservation no answer released; a maintenance answer miscounts its releases |
 //! | `page_single_revision` | CAT-8, CAT-9 | a continuation page is read at another revision than its cursor's |
@@ -103,7 +103,7 @@ mod witness;
 use std::collections::{BTreeMap, BTreeSet};
 
 use connreg::{
-    ActionId, FenceToken, ReleaseReason, ReplicaId, ReplicaSpec, ReplicaState, Revision,
+    ActionId, FenceToken, Outcome, ReleaseReason, ReplicaId, ReplicaSpec, ReplicaState, Revision,
     RouteAssignment, RouteRecord, ScopeId,
 };
 
@@ -202,6 +202,9 @@ pub struct Checker {
     latest: BTreeMap<ActionId, RouteAssignment>,
     answered: BTreeSet<FenceToken>,
     released: BTreeSet<FenceToken>,
+    /// The outcome each answered release recorded, by fence (commit-ordered
+    /// traces; SETTLE-4).
+    release_outcomes: BTreeMap<FenceToken, Outcome>,
     specs: BTreeMap<ReplicaId, ReplicaSpec>,
     store_replicas: BTreeMap<ReplicaId, ReplicaRow>,
     /// The stored routes, counted (`capacity_accounting`, `fence_unique`).
@@ -693,6 +696,11 @@ impl Checker {
                 }
                 let count = self.reservations.maintained(&m.expired);
                 if self.ordered {
+                    for r in &m.releases {
+                        self.release_outcomes
+                            .entry(r.fence)
+                            .or_insert(Outcome::LeaseExpired);
+                    }
                     self.released.extend(holds.iter().copied());
                     let reported = u64::from(m.released).saturating_sub(holds.len() as u64);
                     if reported < count.min || reported > count.max {

@@ -1,8 +1,8 @@
 //! `idempotent_settlement` (SETTLE-2, SETTLE-4): a settlement succeeds
-//! only for its action's current reservation, and a reservation is
-//! released once.
+//! only for its action's current reservation, a reservation is released
+//! once, and the outcome its release recorded stays recorded.
 
-use connreg::{Outcome, SettleParams, Settled};
+use connreg::{Outcome, RouteRecord, SettleParams, Settled};
 
 use super::{Checker, invariant};
 
@@ -43,6 +43,9 @@ impl Checker {
         if settled.released {
             self.check_outcome(a, params.outcome);
             self.reservations.settled(fence);
+            if self.ordered {
+                self.release_outcomes.entry(fence).or_insert(params.outcome);
+            }
         }
         if settled.released && !self.released.insert(fence) {
             self.violate(
@@ -52,6 +55,47 @@ impl Checker {
                     fence.0
                 ),
             );
+        }
+    }
+}
+
+impl Checker {
+    /// SETTLE-4: a released reservation's stored row keeps the outcome its
+    /// release recorded. Judged against the row the previous snapshot
+    /// stored (both released, one fence), and on commit-ordered traces
+    /// against the outcome of the release that was answered: a settlement
+    /// or a maintenance release.
+    pub(super) fn check_outcome_kept(&mut self, r: &RouteRecord) {
+        let action = &r.assignment.identity.action;
+        let fence = r.assignment.reservation.fence;
+        let name = |o: Option<Outcome>| o.map_or("none", Outcome::as_str);
+        let before = self
+            .store_routes
+            .get(action)
+            .filter(|old| !old.reserved && old.assignment.reservation.fence == fence);
+        let detail = match before {
+            Some(old) if old.last_settlement != r.last_settlement => Some(format!(
+                "the released reservation of {action} with fence {} was stored as {}, now as {}: settling a released reservation changes nothing",
+                fence.0,
+                name(old.last_settlement),
+                name(r.last_settlement)
+            )),
+            Some(_) => None,
+            None => self
+                .release_outcomes
+                .get(&fence)
+                .filter(|first| r.last_settlement != Some(**first))
+                .map(|first| {
+                    format!(
+                        "the reservation of {action} with fence {} was released as {}, and the store records {}",
+                        fence.0,
+                        first.as_str(),
+                        name(r.last_settlement)
+                    )
+                }),
+        };
+        if let Some(detail) = detail {
+            self.violate(invariant::IDEMPOTENT, detail);
         }
     }
 }

@@ -145,6 +145,7 @@ impl Checker {
             }
         }
         if !r.reserved {
+            self.check_outcome_kept(r);
             self.released.insert(fence);
             let was_reserved = self
                 .store_routes

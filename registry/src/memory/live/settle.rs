@@ -30,6 +30,10 @@ impl LiveState {
             return Err(Error::FenceLost);
         }
         if !stored.reserved && !behaviour.double_release {
+            if behaviour.settle_rewrites_outcome {
+                stored.last_settlement = Some(params.outcome);
+                self.changes.route(action);
+            }
             return Ok(Settled { released: false });
         }
         self.holds.remove(&(stored.reserved_at, stored.fence));
