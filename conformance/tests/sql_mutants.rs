@@ -370,7 +370,7 @@ fn every_sql_mutant_is_caught() {
         let start = Instant::now();
         for test in mutant.caught_by {
             if test.starts_with("sim::") {
-                // The simulator's oracle: sim/tests/oracle_sql_mutant.rs.
+                // A PostgreSQL-tier scenario: sim/tests/sql_mutants.rs.
                 continue;
             }
             let harness = MutantHarness::new(Some(mutant));

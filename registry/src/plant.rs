@@ -32,11 +32,14 @@ pub enum Plant {
     /// one its release recorded (SETTLE-4), still answering `released:
     /// false`.
     SettleRewritesOutcome,
+    /// A completed settlement leaves the replica's consecutive-unknown
+    /// count as it was (SETTLE-5): unknowns far apart open the circuit.
+    CircuitNeverResets,
 }
 
 impl Plant {
     /// Every plant, in a fixed order.
-    pub const ALL: [Plant; 10] = [
+    pub const ALL: [Plant; 11] = [
         Plant::FailoverOnRetry,
         Plant::NoActionSerialization,
         Plant::DoubleRelease,
@@ -47,6 +50,7 @@ impl Plant {
         Plant::CrossTenantReturn,
         Plant::HoldNeverExpires,
         Plant::SettleRewritesOutcome,
+        Plant::CircuitNeverResets,
     ];
 
     /// The plant's name, as the CLI spells it.
@@ -62,6 +66,7 @@ impl Plant {
             Plant::CrossTenantReturn => "cross-tenant-return",
             Plant::HoldNeverExpires => "hold-never-expires",
             Plant::SettleRewritesOutcome => "settle-rewrites-outcome",
+            Plant::CircuitNeverResets => "circuit-never-resets",
         }
     }
 
@@ -85,6 +90,9 @@ impl Plant {
             }
             Plant::SettleRewritesOutcome => {
                 "settling a released reservation overwrites the outcome its release recorded"
+            }
+            Plant::CircuitNeverResets => {
+                "a completed settlement does not zero the replica's consecutive-unknown count"
             }
         }
     }

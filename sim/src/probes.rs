@@ -301,6 +301,7 @@ struct Row {
     state: ReplicaState,
     active: u32,
     circuit_open: bool,
+    consecutive_unknown: u32,
 }
 
 /// A route as its resolve answers showed it.
@@ -321,6 +322,8 @@ struct Route {
 ///   while another resolve of it is unanswered.
 /// - `double-release`, `settle-rewrites-outcome`: a settlement names a
 ///   reservation an answer already released.
+/// - `circuit-never-resets`: a `completed` settlement names a replica
+///   whose stored row counts unknown outcomes.
 /// - `ignore-fence`: a settlement names a fence other than the action's
 ///   route's, or is answered `fence_lost`.
 /// - `heartbeat-advances-revision`: a heartbeat is applied.
@@ -478,6 +481,7 @@ impl Probes {
                             state: r.state,
                             active: r.active,
                             circuit_open: r.circuit_open,
+                            consecutive_unknown: r.consecutive_unknown,
                         },
                     );
                     if r.capacity > 0 && r.active >= r.capacity {
@@ -609,6 +613,12 @@ impl Probes {
                 {
                     self.plant(PlantedBug::Store(Plant::IgnoreFence));
                 }
+                if params.outcome == connreg::Outcome::Completed
+                    && (self.rows.get(&a.destination.replica))
+                        .is_some_and(|r| r.consecutive_unknown > 0)
+                {
+                    self.plant(PlantedBug::Store(Plant::CircuitNeverResets));
+                }
                 self.settled_fence.insert(key.0, key.1);
             }
             Request::Heartbeat { params }
@@ -730,6 +740,7 @@ impl Probes {
                     state: r.state,
                     active: r.active,
                     circuit_open: r.circuit.open,
+                    consecutive_unknown: r.circuit.consecutive_unknown,
                 });
                 row.state = ReplicaState::Draining;
             }

@@ -264,6 +264,11 @@ pub struct StartInfo {
     /// Every value `--swarm` drew, by scenario key; empty without it.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub swarm_draws: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The registry's circuit policy in the run (SETTLE-5;
+    /// `circuit_follows_outcomes`). Absent in older traces, whose circuits
+    /// are then not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit: Option<connreg::CircuitPolicy>,
 }
 
 /// The `end` event.

@@ -210,6 +210,7 @@ pub(crate) fn simulate<B: Backend>(
         scenario_file: scenario.source.as_ref().map(|s| s.file.clone()),
         scenario_sha256: scenario.source.as_ref().map(|s| s.sha256.clone()),
         swarm_draws: params.swarm_draws.clone(),
+        circuit: Some(plan.config.circuit),
     })));
     // A fleet too large for one publication is set up in several, each
     // validated by the registry as any publication is; the replicas are

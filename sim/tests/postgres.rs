@@ -93,7 +93,10 @@ on_postgres! {
     two_tenants_retry_lost_answers_on_postgres => "0033_two_tenants_retry_lost_answers.toml",
     // spec: PIN-8, PIN-7
     resolve_after_caller_gave_up_on_postgres => "0034_resolve_after_caller_gave_up.toml",
+    // spec: EVID-4, EVID-9
     shared_action_cancelled_on_postgres => "0035_shared_action_cancelled.toml",
+    // spec: SETTLE-5
+    circuit_counts_reset_on_postgres => "0036_circuit_counts_reset.toml",
 }
 
 #[test]

@@ -167,6 +167,7 @@ enum Planted {
     CrossTenantReturn,
     HoldNeverExpires,
     SettleRewritesOutcome,
+    CircuitNeverResets,
 }
 
 #[cfg(feature = "plant")]
@@ -311,6 +312,7 @@ pub(crate) struct Behaviour {
     pub(crate) over_capacity: bool,
     pub(crate) cross_tenant_return: bool,
     pub(crate) settle_rewrites_outcome: bool,
+    pub(crate) circuit_never_resets: bool,
 }
 
 impl MemoryRegistry {
@@ -323,6 +325,7 @@ impl MemoryRegistry {
             over_capacity: self.planted(PlantKind::OverCapacity),
             cross_tenant_return: self.planted(PlantKind::CrossTenantReturn),
             settle_rewrites_outcome: self.planted(PlantKind::SettleRewritesOutcome),
+            circuit_never_resets: self.planted(PlantKind::CircuitNeverResets),
         }
     }
 

@@ -79,9 +79,10 @@ pub struct SqlMutant {
     pub replace: &'static str,
     /// The tests that fail on it: conformance tests as `area::name`
     /// (`conformance/tests/sql_mutants.rs` runs them), `sql_mutants::name`
-    /// for the PostgreSQL-only tests of that file, `sim::oracle_agrees`
-    /// for the simulator's differential oracle on a PostgreSQL-tier run
-    /// (`sim/tests/oracle_sql_mutant.rs` runs it).
+    /// for the PostgreSQL-only tests of that file, and
+    /// `sim::INVARIANT@SCENARIO` for seed 1 of a scenario on the
+    /// simulator's PostgreSQL tier failing on that invariant
+    /// (`sim/tests/sql_mutants.rs` runs those).
     pub caught_by: &'static [&'static str],
 }
 
@@ -156,7 +157,7 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         // simulator objects, only a reference that ranks as the fleet must.
         caught_by: &[
             "route::equal_candidates_follow_the_stable_route_hash",
-            "sim::oracle_agrees",
+            "sim::oracle_agrees@0001_steady_state.toml",
         ],
     },
     SqlMutant {
@@ -235,7 +236,10 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         kind: MutantKind::ComparisonTurned,
         find: "v_unknown >= p_circuit_threshold",
         replace: "v_unknown > p_circuit_threshold",
-        caught_by: &["settle::unknown_outcomes_open_the_circuit_at_the_threshold"],
+        caught_by: &[
+            "settle::unknown_outcomes_open_the_circuit_at_the_threshold",
+            "sim::circuit_follows_outcomes@0036_circuit_counts_reset.toml",
+        ],
     },
     SqlMutant {
         id: "settle-releases-twice",

@@ -60,6 +60,7 @@
 //! | `no_cross_tenant_disclosure` | ROUTE-4, CAT-5, CAT-7 | an answer carries another tenant's route, or a page lists what the reader may not call |
 //! | `route_eligibility` | ROUTE-5, ROUTE-9, ROUTE-11, PIN-3 | a new route uses an ineligible binding chain, class, region, or (commit-ordered traces) a replica that is not ready or whose circuit is open; (commit-ordered traces) a pinned re-reservation goes to a replica that is offline, whose circuit is open or whose lease has ended |
 //! | `circuit_closed_by_operator` | SETTLE-6 | an open circuit closes without an operator action |
+//! | `circuit_follows_outcomes` | SETTLE-5 | (commit-ordered traces) a replica's stored circuit, open flag and consecutive-unknown count, differs from what its previous stored row and the settlements answered since make it under the run's circuit policy |
 //! | `no_spurious_unavailable` | SIM-3 | a registry answers `unavailable` while no database fault is active or settling |
 //! | `no_orphan_reservation` | ROUTE-8, SETTLE-1 | at the end, a reservation is held by an action every dispatcher ended |
 //! | `no_leaked_reservation` | PIN-5, PIN-6 | after the heal, a reservation is held by no live action (a crashed dispatcher's, never reconciled) |
@@ -78,6 +79,7 @@
 mod accounting;
 mod capacity;
 mod catalog;
+mod circuit;
 mod context;
 mod deferred;
 mod disclosure;
@@ -149,6 +151,8 @@ pub mod invariant {
     pub const ELIGIBLE: (&str, &str) = ("route_eligibility", "ROUTE-5 ROUTE-9 ROUTE-11 PIN-3");
     /// See the module table.
     pub const CIRCUIT: (&str, &str) = ("circuit_closed_by_operator", "SETTLE-6");
+    /// A replica's circuit follows its answered settlements.
+    pub const CIRCUIT_COUNTS: (&str, &str) = ("circuit_follows_outcomes", "SETTLE-5");
     /// See the module table.
     pub const SPURIOUS_UNAVAILABLE: (&str, &str) = ("no_spurious_unavailable", "SIM-3");
     /// See the module table.
@@ -219,6 +223,11 @@ pub struct Checker {
     store_routes: BTreeMap<ActionId, RouteRecord>,
     replica_model: BTreeMap<ReplicaId, (ReplicaState, bool)>,
     operator_closed: BTreeSet<ReplicaId>,
+    /// The run's circuit policy (from the `start` line; SETTLE-5).
+    circuit_policy: Option<connreg::CircuitPolicy>,
+    /// Each replica's circuit as its last stored row and the settlements
+    /// answered since make it (`circuit_follows_outcomes`).
+    circuits: BTreeMap<ReplicaId, circuit::Track>,
     catalogs: BTreeMap<Revision, CatalogModel>,
     max_published: Revision,
     cursors: BTreeMap<String, Revision>,
@@ -354,6 +363,7 @@ impl Checker {
                 self.deterministic = info.deterministic;
                 self.ordered = info.deterministic || info.commit_ordered;
                 self.expect = info.expect.clone();
+                self.circuit_policy = info.circuit;
             }
             Event::Setup {
                 publication,
@@ -616,9 +626,11 @@ impl Checker {
                     self.commit_unknown.insert(request.action.clone());
                     self.reservations.resolve_unknown(&request.action);
                 }
-                Request::Settle { params } => self
-                    .reservations
-                    .settle_unknown(params.assignment.reservation.fence),
+                Request::Settle { params } => {
+                    self.circuit_unknown(&params.assignment.destination.replica);
+                    self.reservations
+                        .settle_unknown(params.assignment.reservation.fence)
+                }
                 Request::Maintain { .. } => self.reservations.maintain_unknown(),
                 _ => {}
             }
@@ -661,6 +673,7 @@ impl Checker {
                 }
             }
             (Request::Settle { params }, Response::Settle { result: Ok(s) }) => {
+                self.circuit_settled(params, s.released);
                 self.on_settled(params, s)
             }
             (Request::Register { .. }, Response::Register { result: Ok(r) })
@@ -672,6 +685,7 @@ impl Checker {
                 }
                 self.replica_model
                     .insert(r.spec.id.clone(), (r.state, r.circuit.open));
+                self.circuit_answered(&r.spec.id, r.circuit);
             }
             (Request::Heartbeat { .. }, Response::Heartbeat { result: Ok(h) }) => match h {
                 connreg::HeartbeatOutcome::Applied => self.counters.heartbeats += 1,
@@ -736,6 +750,7 @@ impl Checker {
             (Request::CircuitClose { .. }, Response::CircuitClose { result: Ok(entry) }) => {
                 self.counters.circuits_closed += 1;
                 self.operator_closed.insert(entry.replica.clone());
+                self.circuit_unknown(&entry.replica);
                 if let Some(m) = self.replica_model.get_mut(&entry.replica) {
                     m.1 = false;
                 }

@@ -87,6 +87,7 @@ impl Checker {
         if !was_open && row.circuit_open {
             self.counters.circuits_opened += 1;
         }
+        self.circuit_stored(row);
         self.replica_model
             .insert(row.id.clone(), (row.state, row.circuit_open));
         self.lease_progress.stored(row);

@@ -37,6 +37,11 @@ impl LiveState {
             return Ok(Settled { released: false });
         }
         self.holds.remove(&(stored.reserved_at, stored.fence));
+        let slot = stored.slot;
+        let count_before = self.groups[slot.group as usize][slot.index as usize]
+            .replica
+            .circuit
+            .consecutive_unknown;
         Self::release_stored(
             stored,
             action,
@@ -46,6 +51,12 @@ impl LiveState {
             params.outcome,
             policy,
         );
+        if behaviour.circuit_never_resets && params.outcome == Outcome::Completed {
+            self.groups[slot.group as usize][slot.index as usize]
+                .replica
+                .circuit
+                .consecutive_unknown = count_before;
+        }
         Ok(Settled { released: true })
     }
 
