@@ -374,3 +374,79 @@ fn code_lines_parse_paths_and_items() {
     );
     assert_eq!(parsed[1].1, ["- **REC-2** T", "  Code: `y.rs`."]);
 }
+
+/// The rules the simulator's invariants protect: the `rules` column of
+/// the invariant table in `sim/src/check/mod.rs` (`//! | \`name\` |
+/// RULES | broken when |`).
+fn checked_online() -> BTreeMap<String, BTreeSet<String>> {
+    let text = fs::read_to_string(root().join("sim/src/check/mod.rs")).expect("the checker table");
+    let mut rules: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in text.lines() {
+        let Some(row) = line.strip_prefix("//! | `") else {
+            continue;
+        };
+        let mut cols = row.split('|');
+        let name = cols.next().unwrap_or("").trim().trim_end_matches('`');
+        for id in cols.next().unwrap_or("").split([',', ' ']) {
+            if area_of(id).is_some() {
+                rules.entry(id.to_string()).or_default().insert(name.into());
+            }
+        }
+    }
+    rules
+}
+
+/// The rules docs/TESTING.md ("Rules no run checks") gives a reason for.
+fn unchecked_with_reason() -> BTreeMap<String, String> {
+    let text = fs::read_to_string(root().join("docs/TESTING.md")).expect("docs/TESTING.md");
+    let section = text
+        .split_once("## Rules no run checks")
+        .map(|(_, rest)| rest.split_once("\n## ").map_or(rest, |(s, _)| s))
+        .expect("docs/TESTING.md has the section \"Rules no run checks\"");
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split_once(" | "))
+        .filter(|(id, _)| area_of(id).is_some())
+        .map(|(id, reason)| {
+            (
+                id.to_string(),
+                reason.trim_end_matches(" |").trim().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_rule_is_checked_online_or_has_a_reason() {
+    // spec: SIM-3
+    let documented: BTreeSet<String> = documented().into_iter().collect();
+    let online = checked_online();
+    let reasons = unchecked_with_reason();
+    assert!(
+        online.len() >= 40,
+        "the checker table names {} rules",
+        online.len()
+    );
+    let mut problems = Vec::new();
+    for id in &documented {
+        match (online.get(id), reasons.get(id)) {
+            (None, None) => problems.push(format!(
+                "{id}: no invariant protects it and docs/TESTING.md gives no reason"
+            )),
+            (Some(by), Some(_)) => problems.push(format!(
+                "{id}: protected by {by:?} and also listed as unchecked"
+            )),
+            (None, Some(reason)) if reason.len() < 20 => {
+                problems.push(format!("{id}: the reason is not one: {reason:?}"))
+            }
+            _ => {}
+        }
+    }
+    for id in online.keys().chain(reasons.keys()) {
+        if !documented.contains(id) {
+            problems.push(format!("{id}: named but not in docs/RULES.md"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}

@@ -75,6 +75,8 @@
 //! | `commit_order` | LOCK-1, EVID-3 | committing answers appear out of the store's commit order: new fences decrease along a deterministic trace, or commit sequences along a commit-ordered one |
 //! | `dispatch_by_holder` | ROUTE-8, EVID-6 | a host executes or cancels a fence no answer it received carried |
 //! | `expectation` | SIM-2 | a counter the scenario expects is out of bounds (a fault that never fired) |
+//! | `oracle_agrees` | SIM-4, ROUTE-10, LOCK-5 | (PostgreSQL runs, `sim/src/oracle.rs`) an answer differs from the in-memory reference's, replayed in commit order at its recorded clock: a ranking (ROUTE-10) or a commit order (LOCK-5) the fleet's backend got wrong |
+//! | `run` | SIM-1, SIM-5 | the run cannot go on (a trace that does not replay, a setup that fails); every failing run prints its reproduction command |
 
 mod accounting;
 mod capacity;
