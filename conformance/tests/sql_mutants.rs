@@ -137,6 +137,7 @@ fn passes(name: &str, harness: &MutantHarness) -> bool {
         pin::retry_on_full_replica_or_scope_answers_no_capacity,
         route::resolve_with_other_tenant_returns_conflict,
         route::lower_binding_priority_wins,
+        route::equal_candidates_follow_the_stable_route_hash,
         route::cross_region_forbidden_keeps_routes_in_the_preferred_region,
         route::replica_of_another_capacity_class_is_filtered_out,
         route::full_replica_takes_no_new_routes,

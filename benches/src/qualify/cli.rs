@@ -76,6 +76,12 @@ pub struct Cli {
     /// started with fsync=on, instead of the shared test server.
     #[arg(long)]
     pub durable: bool,
+    /// Without URLs: run PostgreSQL on a throwaway primary (fsync=on) with
+    /// a streaming standby of its own, replicating as named; the report
+    /// records the standby, and a contract's `synchronous_standbys_min`
+    /// judges it.
+    #[arg(long, value_name = "REPLICATION")]
+    pub standby: Option<StandbyArg>,
     /// With the URLs: a database on the same server where pgbench may
     /// create (and afterwards drops) its TPC-B tables.
     #[arg(
@@ -95,6 +101,24 @@ pub struct Cli {
     pub processes: Option<u32>,
 }
 
+/// How `--standby` replicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StandbyArg {
+    /// Commits wait until the standby applied them (`remote_apply`).
+    Synchronous,
+    /// Commits do not wait for the standby.
+    Asynchronous,
+}
+
+impl StandbyArg {
+    fn replication(self) -> connreg_pgtest::Replication {
+        match self {
+            StandbyArg::Synchronous => connreg_pgtest::Replication::Synchronous,
+            StandbyArg::Asynchronous => connreg_pgtest::Replication::Asynchronous,
+        }
+    }
+}
+
 /// Subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Sub {
@@ -112,10 +136,13 @@ fn target(cli: &Cli, contract_backend: BackendKind) -> Result<(BackendKind, PgTa
                             they cannot go with --backend memory"
                     .into());
             }
-            if cli.durable {
-                return Err("--durable starts a throwaway cluster; it cannot go with \
-                            --control-url and --data-url (the server's own fsync is reported)"
-                    .into());
+            if cli.durable || cli.standby.is_some() {
+                return Err(
+                    "--durable and --standby start throwaway servers; they cannot go \
+                            with --control-url and --data-url (the server's own fsync and \
+                            standbys are reported)"
+                        .into(),
+                );
             }
             super::server::parse_urls(control_url, data_url).map_err(|e| e.to_string())?;
             Ok((
@@ -137,8 +164,21 @@ fn target(cli: &Cli, contract_backend: BackendKind) -> Result<(BackendKind, PgTa
                     .into());
             }
             let backend = cli.backend.unwrap_or(contract_backend);
-            if cli.durable && backend == BackendKind::Memory {
-                return Err("--durable applies to the postgres backend".into());
+            if (cli.durable || cli.standby.is_some()) && backend == BackendKind::Memory {
+                return Err("--durable and --standby apply to the postgres backend".into());
+            }
+            if let Some(standby) = cli.standby {
+                if cli.durable {
+                    return Err("--standby starts its own primary with fsync=on; \
+                                --durable adds nothing to it"
+                        .into());
+                }
+                return Ok((
+                    backend,
+                    PgTarget::Pair {
+                        replication: standby.replication(),
+                    },
+                ));
             }
             Ok((
                 backend,
@@ -202,6 +242,13 @@ pub fn main() -> ExitCode {
         Ok(t) => t,
         Err(reason) => return fail(&QualifyError::Options { reason }),
     };
+    if backend == BackendKind::Memory && contract.thresholds.synchronous_standbys_min.is_some() {
+        return fail(&QualifyError::Options {
+            reason: "the contract's thresholds.synchronous_standbys_min judges a PostgreSQL \
+                     server's replication; run it with --backend postgres"
+                .into(),
+        });
+    }
     let processes = cli.processes.unwrap_or(contract.load.processes());
     if processes == 0 || processes > super::limits::PROCESSES_MAX {
         return fail(&QualifyError::Options {

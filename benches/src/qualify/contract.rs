@@ -31,8 +31,8 @@ use super::limits::{
     CONTRACT_BYTES_MAX, DESCRIPTION_BYTES_MAX, DURATION_MS_MAX, DURATION_MS_MIN, INSTANCES_MAX,
     INSTANCES_PER_TENANT_MAX, MIX_WEIGHT_MAX, NAME_BYTES_MAX, OPERATIONS_MAX,
     OUTSTANDING_PER_CLIENT_MAX, PGBENCH_SECS_DEFAULT, PGBENCH_SECS_MAX, PROCESSES_MAX, REGIONS_MAX,
-    REPLICAS_MAX, REPLICAS_PER_INSTANCE_MAX, TENANTS_MAX, TRIALS_MAX, WARMUP_MS_DEFAULT,
-    WARMUP_MS_MAX, ZONES_PER_REGION_MAX,
+    REPLICAS_MAX, REPLICAS_PER_INSTANCE_MAX, SYNCHRONOUS_STANDBYS_MAX, TENANTS_MAX, TRIALS_MAX,
+    WARMUP_MS_DEFAULT, WARMUP_MS_MAX, ZONES_PER_REGION_MAX,
 };
 
 /// Which registry backend a run uses.
@@ -308,6 +308,14 @@ pub struct Thresholds {
     /// Optional: highest share of new resolves answered `no_capacity`,
     /// from 0 to 1.
     pub no_capacity_rate_max: Option<f64>,
+    /// Optional (PostgreSQL): fewest connected standbys every commit waits
+    /// for (`synchronous_commit` `on` or `remote_apply`,
+    /// `synchronous_standby_names` naming them, streaming as `sync` or
+    /// `quorum`), from 1 to
+    /// `SYNCHRONOUS_STANDBYS_MAX`. A durable contract sets it to 1: with
+    /// none, a failover can lose answered routes.
+    #[serde(default)]
+    pub synchronous_standbys_min: Option<u32>,
 }
 
 /// A contract that cannot be used: where and why.
@@ -712,6 +720,17 @@ impl Contract {
         )?;
         if let Some(v) = t.no_capacity_rate_max {
             check_share("thresholds.no_capacity_rate_max", v)?;
+        }
+        if let Some(n) = t.synchronous_standbys_min
+            && (n == 0 || n > SYNCHRONOUS_STANDBYS_MAX)
+        {
+            return invalid(
+                "thresholds.synchronous_standbys_min",
+                format!(
+                    "thresholds.synchronous_standbys_min = {n} must be 1 to \
+                     {SYNCHRONOUS_STANDBYS_MAX} (leave it out to not judge replication)"
+                ),
+            );
         }
         Ok(())
     }

@@ -201,3 +201,12 @@ const _: () = {
     assert!(PROCESSES_MAX as u64 * CLIENTS_MAX as u64 <= 4_096);
     assert!(RUN_PREFIX_BYTES_MAX + 64 <= connreg::limits::ID_BYTES_MAX);
 };
+
+/// Most standbys a report lists (`pg_stat_replication` rows); a server
+/// with more is reported by its first ones, by name.
+pub const STANDBYS_REPORTED_MAX: usize = 64;
+
+/// Highest `thresholds.synchronous_standbys_min` a contract may set (a
+/// server lists at most this many standbys in a report,
+/// [`STANDBYS_REPORTED_MAX`]).
+pub const SYNCHRONOUS_STANDBYS_MAX: u32 = STANDBYS_REPORTED_MAX as u32;

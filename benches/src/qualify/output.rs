@@ -130,6 +130,33 @@ pub fn markdown(r: &Report, plots: &[(&str, String)]) -> String {
                 ""
             }
         );
+        let _ = writeln!(
+            s,
+            "| synchronous standbys | {}{} |",
+            server.synchronous_standbys(),
+            server
+                .replication_gap()
+                .map_or(String::new(), |gap| format!(": {gap}"))
+        );
+        if !server.standbys.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n### Standbys\n\n| standby | state | sync state | replay lag |\n|---|---|---|---|"
+            );
+            for sb in &server.standbys {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} |",
+                    sb.name,
+                    sb.state,
+                    sb.sync_state,
+                    sb.replay_lag_us.map_or("none".to_string(), |us| format!(
+                        "{:.3} ms",
+                        us as f64 / 1000.0
+                    ))
+                );
+            }
+        }
     }
     let f = &r.fleet;
     let l = &r.load;

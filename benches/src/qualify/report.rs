@@ -789,6 +789,16 @@ impl Report {
                 },
                 number(t.limit),
             );
+            if t.name == "synchronous_standbys_min"
+                && t.verdict == Verdict::Fail
+                && let Some(gap) = self
+                    .backend
+                    .server
+                    .as_ref()
+                    .and_then(|s| s.replication_gap())
+            {
+                let _ = writeln!(s, "       {gap}");
+            }
         }
         if let Some(p) = &self.pgbench {
             match (&p.skipped, p.tpcb_tps, p.select_only_tps) {

@@ -145,6 +145,10 @@ pub async fn qualify(
                 PgTarget::Throwaway { durable: false } => {
                     "opening a fresh PostgreSQL database (connreg-pgtest)".to_string()
                 }
+                PgTarget::Pair { replication } => format!(
+                    "starting a throwaway primary with fsync=on and a {} standby",
+                    replication.as_str()
+                ),
             });
             let opened = server::open(&options.target, clock, config, contract.load.clients)
                 .await
@@ -533,6 +537,24 @@ where
         violations.total(),
     );
     events_thresholds(contract, &expiries, &publications, &mut thresholds);
+    if let Some(min) = contract.thresholds.synchronous_standbys_min {
+        // Replication as the server stood when the run began; before the
+        // invariant threshold, which stays last.
+        let standbys = backend
+            .server
+            .as_ref()
+            .map_or(0, |s| s.synchronous_standbys());
+        let at = thresholds.len().saturating_sub(1);
+        thresholds.insert(
+            at,
+            ThresholdResult::over_trials(
+                "synchronous_standbys_min",
+                Bound::AtLeast,
+                f64::from(min),
+                vec![f64::from(standbys)],
+            ),
+        );
+    }
     let complete = stopped_by != StopReason::Interrupted && outcomes.len() == trials as usize;
     let verdict = if complete {
         overall(&thresholds)

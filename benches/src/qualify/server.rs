@@ -21,22 +21,30 @@ use connreg::postgres::{
     PgConnectOptions, PgOptions, PgRegistry, PoolOptions, Roles, SCHEMA_VERSION, create_roles,
 };
 use connreg::{ManualClock, RegistryConfig};
-use connreg_pgtest::{LocalCluster, LocalOptions, TestDatabase};
+use connreg_pgtest::{LocalCluster, LocalOptions, ReplicatedPair, Replication, TestDatabase};
 use serde::{Deserialize, Serialize};
 use sqlx::{Connection, PgConnection};
 
-use super::limits::{PG_CONTROL_CONNECTIONS, PG_DATA_CONNECTIONS_MAX};
+use super::limits::{PG_CONTROL_CONNECTIONS, PG_DATA_CONNECTIONS_MAX, STANDBYS_REPORTED_MAX};
 use crate::resolve_bench::pgbench::Pgbench;
 
 /// The server settings every PostgreSQL report records, in report order.
-pub const REPORTED_SETTINGS: [&str; 6] = [
+pub const REPORTED_SETTINGS: [&str; 7] = [
     "fsync",
     "synchronous_commit",
+    "synchronous_standby_names",
     "full_page_writes",
     "wal_level",
     "shared_buffers",
     "max_connections",
 ];
+
+/// The `synchronous_commit` values with which a commit waits until the
+/// synchronous standbys hold it durably: flushed (`on`) or also replayed
+/// (`remote_apply`). `remote_write` waits only for the standby's write to
+/// its operating system, and `local` and `off` do not wait at all
+/// (docs/OPERATIONS.md).
+const WAITING_COMMITS: [&str; 2] = ["on", "remote_apply"];
 
 /// The database a durable throwaway cluster gets.
 const DURABLE_DATABASE: &str = "connreg_qualify";
@@ -65,6 +73,28 @@ pub enum PgTarget {
         /// shared test server.
         durable: bool,
     },
+    /// A primary and a streaming standby of the run's own (`fsync=on`),
+    /// replicating as asked; both go away with the run.
+    Pair {
+        /// Synchronous (`remote_apply`) or asynchronous.
+        replication: Replication,
+    },
+}
+
+/// A standby connected to the server, as `pg_stat_replication` shows it
+/// to the control role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StandbyFacts {
+    /// Its `application_name`.
+    pub name: String,
+    /// `streaming`, `catchup`, ...; `?` where the control role may not see
+    /// it (grant it `pg_monitor`).
+    pub state: String,
+    /// `sync`, `quorum`, `potential` or `async`; `?` where not visible.
+    pub sync_state: String,
+    /// How far its replay trails the primary's flush, in microseconds
+    /// (none: not visible, or nothing to replay lately).
+    pub replay_lag_us: Option<i64>,
 }
 
 /// What the report says about the server.
@@ -96,12 +126,67 @@ pub struct ServerFacts {
     pub control_connections: u32,
     /// Data-pool connections.
     pub data_connections: u32,
+    /// The standbys connected to the server when the run began (at most
+    /// `STANDBYS_REPORTED_MAX`).
+    #[serde(default)]
+    pub standbys: Vec<StandbyFacts>,
 }
 
 impl ServerFacts {
     /// A setting as reported, or `?`.
     pub fn setting(&self, name: &str) -> &str {
         self.settings.get(name).map_or("?", String::as_str)
+    }
+
+    /// Connected standbys every commit waits for: `synchronous_commit`
+    /// waits for their flush (`on`, `remote_apply`),
+    /// `synchronous_standby_names` names standbys, and these stream as
+    /// `sync` or `quorum`. Zero means an answered write can be lost with
+    /// the primary.
+    pub fn synchronous_standbys(&self) -> u32 {
+        if self.replication_gap().is_some() {
+            return 0;
+        }
+        self.standbys.iter().filter(|s| waits_for(s)).count() as u32
+    }
+
+    /// Why no commit waits for a standby, in one sentence; `None` when
+    /// one does.
+    pub fn replication_gap(&self) -> Option<String> {
+        let commit = self.setting("synchronous_commit");
+        let names = self.setting("synchronous_standby_names");
+        if !WAITING_COMMITS.contains(&commit) {
+            return Some(format!(
+                "synchronous_commit = {commit}: commits do not wait until a standby holds them \
+                 (on or remote_apply do)"
+            ));
+        }
+        if names.is_empty() || names == "?" {
+            return Some(
+                "synchronous_standby_names is empty: replication is asynchronous, and a \
+                 failover can lose answered commits"
+                    .into(),
+            );
+        }
+        if !self.standbys.iter().any(waits_for) {
+            let seen = if self.standbys.is_empty() {
+                "no standby is connected".to_string()
+            } else if self.standbys.iter().all(|s| s.sync_state == "?") {
+                "the control role cannot see the standbys' state (grant it pg_monitor)".to_string()
+            } else {
+                format!(
+                    "no connected standby streams as sync or quorum ({})",
+                    (self.standbys.iter())
+                        .map(|s| format!("{}: {} {}", s.name, s.state, s.sync_state))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            return Some(format!(
+                "synchronous_standby_names = '{names}', but {seen}: commits wait for a standby that is not there"
+            ));
+        }
+        None
     }
 
     /// One line that says loudly which server ran.
@@ -122,10 +207,21 @@ impl ServerFacts {
             ""
         };
         format!(
-            "{what} {} (PostgreSQL {}, {durability}){warning}",
-            self.address, self.version
+            "{what} {} (PostgreSQL {}, {durability}, synchronous standbys {}){warning}",
+            self.address,
+            self.version,
+            self.synchronous_standbys()
         )
     }
+}
+
+/// One `pg_stat_replication` row: name, state, sync state, replay lag
+/// in microseconds.
+type StandbyRow = (String, Option<String>, Option<String>, Option<i64>);
+
+/// A standby that confirms commits before they are answered.
+fn waits_for(s: &StandbyFacts) -> bool {
+    s.state == "streaming" && (s.sync_state == "sync" || s.sync_state == "quorum")
 }
 
 /// A registry on the target, with the control role's connect options
@@ -302,68 +398,137 @@ pub async fn open(
             .await
             .map_err(|e| unavailable("start a cluster with fsync=on")(e.to_string()))?
             .map_err(|e| unavailable("start a cluster with fsync=on")(e.to_string()))?;
-            let mut admin = PgConnection::connect(cluster.url())
-                .await
-                .map_err(|e| unavailable("connect as the cluster's superuser")(e.to_string()))?;
-            sqlx::query(&format!("CREATE DATABASE {DURABLE_DATABASE}"))
-                .execute(&mut admin)
-                .await
-                .map_err(|e| unavailable("create the database")(e.to_string()))?;
-            let pgbench = match sqlx::query(&format!("CREATE DATABASE {DURABLE_DATABASE}_pgbench"))
-                .execute(&mut admin)
-                .await
-            {
-                Ok(_) => Ok(Pgbench::new(
-                    cluster.host(),
-                    cluster.port(),
-                    cluster.superuser(),
-                    None,
-                    &format!("{DURABLE_DATABASE}_pgbench"),
-                )),
-                Err(e) => Err(format!("no database for pgbench: {e}")),
+            let server = OwnServer {
+                url: cluster.url().to_string(),
+                database_url: cluster.database_url(DURABLE_DATABASE),
+                host: cluster.host().to_string(),
+                port: cluster.port(),
+                superuser: cluster.superuser().to_string(),
+                source: "local",
             };
-            let _ = admin.close().await;
-            let admin_db = PgConnectOptions::from_str(&cluster.database_url(DURABLE_DATABASE))
-                .map_err(|e| unavailable("the cluster's URL")(e.to_string()))?;
-            let roles = Roles {
-                control: "qualify_control".into(),
-                data: "qualify_data".into(),
-                control_password: Some(TEST_ROLE_PASSWORD.into()),
-                data_password: Some(TEST_ROLE_PASSWORD.into()),
-            };
-            create_roles(&admin_db, &roles)
-                .await
-                .map_err(|e| unavailable("create the roles")(e.to_string()))?;
-            let mut options = PgOptions::for_roles(&admin_db, &roles);
-            options.data.max_connections = data_connections;
-            options.control.max_connections = PG_CONTROL_CONNECTIONS;
-            let control = options.control.connect.clone();
-            let data = options.data.connect.clone();
-            let registry = PgRegistry::connect(options, clock, config)
-                .await
-                .map_err(|e| unavailable("connect")(e.to_string()))?
-                .keep_alive(cluster);
-            let facts = facts(
-                &control,
-                &data,
-                "throwaway",
-                "local",
-                None,
-                true,
-                data_connections,
-            )
-            .await?;
-            Ok(Opened {
-                registry,
-                control,
-                data_url: test_url(&data),
-                data,
-                facts,
-                pgbench,
-                pgbench_guard: None,
+            own_server(server, cluster, clock, config, data_connections).await
+        }
+        PgTarget::Pair { replication } => {
+            let replication = *replication;
+            let what = format!("start a primary and a {} standby", replication.as_str());
+            let pair = tokio::task::spawn_blocking(move || {
+                ReplicatedPair::start(
+                    LocalOptions {
+                        fsync: true,
+                        connections_max: DURABLE_CONNECTIONS_MAX,
+                    },
+                    replication,
+                )
             })
+            .await
+            .map_err(|e| unavailable(&what)(e.to_string()))?
+            .map_err(|e| unavailable(&what)(e.to_string()))?;
+            let url = pair.primary_url();
+            let primary = PgConnectOptions::from_str(&url)
+                .map_err(|e| unavailable("the primary's URL")(e.to_string()))?;
+            let server = OwnServer {
+                database_url: pair.primary_database_url(DURABLE_DATABASE),
+                host: primary.get_host().to_string(),
+                port: pair.primary_port(),
+                superuser: primary.get_username().to_string(),
+                url,
+                source: "local-pair",
+            };
+            own_server(server, pair, clock, config, data_connections).await
         }
     }
+}
+
+/// A server the run started itself, reached as its superuser.
+struct OwnServer {
+    url: String,
+    database_url: String,
+    host: String,
+    port: u16,
+    superuser: String,
+    /// The report's `source`.
+    source: &'static str,
+}
+
+/// A registry on a database of a server the run started (`guard` stops
+/// it when the registry goes): the database, a second one for pgbench,
+/// the two roles, the control role allowed to see the standbys
+/// (`pg_monitor`).
+async fn own_server(
+    server: OwnServer,
+    guard: impl Send + Sync + 'static,
+    clock: ManualClock,
+    config: RegistryConfig,
+    data_connections: u32,
+) -> Result<Opened, OpenError> {
+    let mut admin = PgConnection::connect(&server.url)
+        .await
+        .map_err(|e| unavailable("connect as the cluster's superuser")(e.to_string()))?;
+    sqlx::query(&format!("CREATE DATABASE {DURABLE_DATABASE}"))
+        .execute(&mut admin)
+        .await
+        .map_err(|e| unavailable("create the database")(e.to_string()))?;
+    let pgbench = match sqlx::query(&format!("CREATE DATABASE {DURABLE_DATABASE}_pgbench"))
+        .execute(&mut admin)
+        .await
+    {
+        Ok(_) => Ok(Pgbench::new(
+            &server.host,
+            server.port,
+            &server.superuser,
+            None,
+            &format!("{DURABLE_DATABASE}_pgbench"),
+        )),
+        Err(e) => Err(format!("no database for pgbench: {e}")),
+    };
+    let _ = admin.close().await;
+    let admin_db = PgConnectOptions::from_str(&server.database_url)
+        .map_err(|e| unavailable("the cluster's URL")(e.to_string()))?;
+    let roles = Roles {
+        control: "qualify_control".into(),
+        data: "qualify_data".into(),
+        control_password: Some(TEST_ROLE_PASSWORD.into()),
+        data_password: Some(TEST_ROLE_PASSWORD.into()),
+    };
+    create_roles(&admin_db, &roles)
+        .await
+        .map_err(|e| unavailable("create the roles")(e.to_string()))?;
+    let mut admin = PgConnection::connect_with(&admin_db)
+        .await
+        .map_err(|e| unavailable("connect as the cluster's superuser")(e.to_string()))?;
+    sqlx::query(&format!("GRANT pg_monitor TO {}", roles.control))
+        .execute(&mut admin)
+        .await
+        .map_err(|e| unavailable("let the control role see the standbys")(e.to_string()))?;
+    let _ = admin.close().await;
+    let mut options = PgOptions::for_roles(&admin_db, &roles);
+    options.data.max_connections = data_connections;
+    options.control.max_connections = PG_CONTROL_CONNECTIONS;
+    let control = options.control.connect.clone();
+    let data = options.data.connect.clone();
+    let registry = PgRegistry::connect(options, clock, config)
+        .await
+        .map_err(|e| unavailable("connect")(e.to_string()))?
+        .keep_alive(guard);
+    let facts = facts(
+        &control,
+        &data,
+        "throwaway",
+        server.source,
+        None,
+        true,
+        data_connections,
+    )
+    .await?;
+    Ok(Opened {
+        registry,
+        control,
+        data_url: test_url(&data),
+        data,
+        facts,
+        pgbench,
+        pgbench_guard: None,
+    })
 }
 
 /// The schema version a database holds, read as the control role (`None`:
@@ -434,6 +599,24 @@ async fn facts(
             .map_err(|e| unavailable("read the server's settings")(e.to_string()))?;
         settings.insert(name.to_string(), value);
     }
+    let rows: Vec<StandbyRow> = sqlx::query_as(
+        "SELECT coalesce(application_name, ''), state, sync_state, \
+                (extract(epoch FROM replay_lag) * 1000000)::int8 \
+           FROM pg_stat_replication ORDER BY application_name, pid LIMIT $1",
+    )
+    .bind(STANDBYS_REPORTED_MAX as i64)
+    .fetch_all(&mut conn)
+    .await
+    .map_err(|e| unavailable("read pg_stat_replication")(e.to_string()))?;
+    let standbys = rows
+        .into_iter()
+        .map(|(name, state, sync_state, replay_lag_us)| StandbyFacts {
+            name,
+            state: state.unwrap_or_else(|| "?".into()),
+            sync_state: sync_state.unwrap_or_else(|| "?".into()),
+            replay_lag_us,
+        })
+        .collect();
     let _ = conn.close().await;
     Ok(ServerFacts {
         kind: kind.into(),
@@ -448,6 +631,7 @@ async fn facts(
         migrated,
         control_connections: PG_CONTROL_CONNECTIONS,
         data_connections,
+        standbys,
     })
 }
 
