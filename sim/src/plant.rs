@@ -214,7 +214,7 @@ impl PlantedBug {
                 Plant::CrossTenantReturn => "0010_one_action_two_tenants.toml",
                 Plant::HoldNeverExpires => "0034_resolve_after_caller_gave_up.toml",
                 Plant::SettleRewritesOutcome => "0035_shared_action_cancelled.toml",
-                Plant::CircuitNeverResets => "0006_circuit_opens_after_unknowns.toml",
+                Plant::CircuitNeverResets => "0036_circuit_counts_reset.toml",
             },
             PlantedBug::SpuriousUnavailable => "0001_steady_state.toml",
             PlantedBug::CommitReplyLostAsFailure => "0003_retry_after_lost_answer.toml",

@@ -20,6 +20,9 @@ use crate::trace::ReplicaRow;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Track {
     expected: Circuit,
+    /// Whether the circuit was open in the row or answer the expectation
+    /// starts from.
+    base_open: bool,
     /// False once a call may have changed it unseen.
     certain: bool,
 }
@@ -34,9 +37,13 @@ impl Checker {
             open: row.circuit_open,
             consecutive_unknown: row.consecutive_unknown,
         };
+        // A circuit stored open, now stored closed, is
+        // `circuit_closed_by_operator`'s to judge (SETTLE-6): only an
+        // operator closes one.
         if let Some(t) = self.circuits.get(&row.id)
             && t.certain
             && t.expected != stored
+            && !(t.base_open && !stored.open)
             && !self.operator_closed.contains(&row.id)
         {
             let detail = format!(
@@ -53,6 +60,7 @@ impl Checker {
             row.id.clone(),
             Track {
                 expected: stored,
+                base_open: stored.open,
                 certain: true,
             },
         );
@@ -92,6 +100,7 @@ impl Checker {
                 replica.clone(),
                 Track {
                     expected: circuit,
+                    base_open: circuit.open,
                     certain: true,
                 },
             );
