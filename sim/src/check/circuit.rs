@@ -43,7 +43,7 @@ impl Checker {
         if let Some(t) = self.circuits.get(&row.id)
             && t.certain
             && t.expected != stored
-            && !(t.base_open && !stored.open)
+            && (!t.base_open || stored.open)
             && !self.operator_closed.contains(&row.id)
         {
             let detail = format!(
