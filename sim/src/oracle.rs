@@ -238,7 +238,8 @@ fn comparable(r: &Response) -> Value {
 pub const HELD_TRIES_MAX: usize = 16;
 
 /// How often `a`'s request and answer name each row a concurrent call
-/// may hold: `replica:ID`, `action:ID` and `scope:ID` keys. An action
+/// may hold: `replica:ID` (a `replica` field, or a registration's
+/// `spec.id`), `action:ID` and `scope:ID` keys. An action
 /// named also names its route's replica and scopes, as `routes` last saw
 /// them (a settlement takes those rows without naming them).
 fn rows_named(a: &Answer, routes: &BTreeMap<String, RouteRows>) -> BTreeMap<String, u32> {
@@ -251,6 +252,14 @@ fn rows_named(a: &Answer, routes: &BTreeMap<String, RouteRows>) -> BTreeMap<Stri
                 for (k, child) in map {
                     match (k.as_str(), child) {
                         ("replica", Value::String(s)) => add(out, format!("replica:{s}")),
+                        // A registration names its replica as `spec.id`, and
+                        // takes that row like any other call naming it.
+                        ("spec", Value::Object(spec)) => {
+                            if let Some(Value::String(s)) = spec.get("id") {
+                                add(out, format!("replica:{s}"));
+                            }
+                            walk(child, routes, out);
+                        }
                         ("action", Value::String(s)) => {
                             add(out, format!("action:{s}"));
                             if let Some(route) = routes.get(s) {
@@ -836,4 +845,30 @@ pub fn repro(start: &StartInfo, scenario: Option<&str>) -> String {
         path.as_ref().map(|p| p.display().to_string()).as_deref(),
         &opts,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registration_names_its_replica_row() {
+        // A resolve that skipped a replica whose row a registration of
+        // the same step held (SKIP LOCKED) agrees only if the registration
+        // counts as naming that row.
+        let line = r#"{"op":"register","params":{"spec":{"id":"r1","instance":"i","version":"v","endpoint":"e:1","peer_identity":"p","region":"eu","zone":"eu-a","capacity_class":"standard","capacity":1},"health_seq":1,"lease_ttl_ms":200}}"#;
+        let request: Request = serde_json::from_str(line).unwrap();
+        let a = Answer {
+            line: 1,
+            id: 1,
+            request,
+            recorded: Response::Refused {
+                reason: String::new(),
+            },
+            clock: None,
+            commit: None,
+        };
+        let named = rows_named(&a, &BTreeMap::new());
+        assert_eq!(named.get("replica:r1"), Some(&1), "{named:?}");
+    }
 }
