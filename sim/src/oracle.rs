@@ -81,6 +81,9 @@ pub struct OracleReport {
     pub placed: u64,
     /// `unavailable` answers skipped (commit unknown).
     pub unknown: u64,
+    /// Times a maintenance answer agreed only once the `unavailable`
+    /// maintenance calls before it were taken as committed.
+    pub unknown_committed: u64,
     /// Resolves answered `existing` where the reference creates the route:
     /// the backend's own retry after a lost COMMIT reply found what its
     /// first attempt committed.
@@ -233,6 +236,10 @@ fn comparable(r: &Response) -> Value {
     v
 }
 
+/// Most maintenance calls answered `unavailable` the oracle keeps pending
+/// until a later maintenance answer decides whether they committed.
+pub const UNKNOWN_MAINTAINS_MAX: usize = 64;
+
 /// Most replicas one replayed decision may skip as held by concurrent
 /// calls before the oracle stops looking for the recorded pick.
 pub const HELD_TRIES_MAX: usize = 16;
@@ -338,6 +345,11 @@ pub struct Oracle {
     /// How many of the current step's answers name each row (see
     /// [`rows_named`]): the rows concurrent calls may have held.
     step_touches: BTreeMap<String, u32>,
+    /// Maintenance calls answered `unavailable` since the last one that
+    /// agreed, each with its clock: they may have committed (a failover
+    /// keeps a commit whose answer was lost), which only a later
+    /// maintenance answer tells.
+    unknown_maintains: Vec<(Option<u64>, Request)>,
     /// Each action's route as the last resolve answer showed it.
     routes: BTreeMap<String, RouteRows>,
     error: Option<String>,
@@ -370,6 +382,7 @@ impl Oracle {
             report: OracleReport::default(),
             records: 0,
             step_touches: BTreeMap::new(),
+            unknown_maintains: Vec::new(),
             routes: BTreeMap::new(),
             error: None,
         })
@@ -505,10 +518,24 @@ impl Oracle {
     fn replay_ordered(&mut self, a: &Answer) {
         if Self::unknown(a) {
             self.report.unknown += 1;
+            if matches!(a.request, Request::Maintain { .. })
+                && self.unknown_maintains.len() < UNKNOWN_MAINTAINS_MAX
+            {
+                let request = self.renaming.request(&a.request);
+                self.unknown_maintains.push((a.clock, request));
+            }
             return;
         }
         self.set_clock(a);
         let request = self.renaming.request(&a.request);
+        // The reference as it stands, for deciding the unknown maintenance
+        // calls before this one should this one disagree.
+        let before = match request {
+            Request::Maintain { .. } if !self.unknown_maintains.is_empty() => {
+                self.registry.fork().ok()
+            }
+            _ => None,
+        };
         if self.skipped_held_rows(a, &request) {
             self.report.ordered += 1;
             return;
@@ -521,7 +548,7 @@ impl Oracle {
             }
         };
         let registry = self.registry.clone().holding(held);
-        let replayed = poll_inline(respond_plainly(registry, request));
+        let replayed = poll_inline(respond_plainly(registry, request.clone()));
         self.report.ordered += 1;
         let recorded = comparable(&a.recorded);
         let mut replayed_value = comparable(&replayed);
@@ -533,8 +560,52 @@ impl Oracle {
             self.report.retried += 1;
         }
         match self.renaming.agree(&recorded, &replayed_value) {
-            Ok(next) => self.renaming = next,
-            Err(detail) => self.diverge(a, &replayed, detail),
+            Ok(next) => {
+                self.renaming = next;
+                if matches!(request, Request::Maintain { .. }) {
+                    self.unknown_maintains.clear();
+                }
+            }
+            Err(detail) => {
+                if let Some(before) = before
+                    && self.committed_unknown_maintains(a, &request, &before)
+                {
+                    self.registry = before;
+                    return;
+                }
+                self.diverge(a, &replayed, detail)
+            }
+        }
+    }
+
+    /// True when `a` (a maintenance answer the reference disagreed with)
+    /// agrees once the unknown maintenance calls before it are taken as
+    /// committed, on `before` (the reference before `a`), which then holds
+    /// them and `a`.
+    fn committed_unknown_maintains(
+        &mut self,
+        a: &Answer,
+        request: &Request,
+        before: &MemoryRegistry,
+    ) -> bool {
+        for (clock, unknown) in std::mem::take(&mut self.unknown_maintains) {
+            if let Some(ms) = clock {
+                self.clock.set(Timestamp(ms));
+            }
+            poll_inline(respond_plainly(before.clone(), unknown));
+        }
+        self.set_clock(a);
+        let again = poll_inline(respond_plainly(before.clone(), request.clone()));
+        match self
+            .renaming
+            .agree(&comparable(&a.recorded), &comparable(&again))
+        {
+            Ok(next) => {
+                self.renaming = next;
+                self.report.unknown_committed += 1;
+                true
+            }
+            Err(_) => false,
         }
     }
 
