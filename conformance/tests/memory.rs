@@ -126,3 +126,94 @@ mod maintenance_bound {
         })
     }
 }
+
+/// `MemoryRegistry::holding` models rows other transactions hold, as a
+/// differential oracle replays a concurrent backend's decisions. Memory
+/// only: on PostgreSQL the rows are really held.
+mod held_rows {
+    use std::collections::BTreeSet;
+
+    use connreg::contracts::ReplicaLifecycle;
+    use connreg::{MaintainParams, MemoryRegistry, ReplicaState};
+    use connreg_conformance::fixture::{self, FleetOptions, Setup};
+    use connreg_conformance::memory::MemoryHarness;
+    use connreg_conformance::run;
+
+    #[test]
+    fn maintenance_passes_over_a_held_replica_and_takes_the_next_due() {
+        // spec: LEASE-2, LOCK-1
+        run::block_on(async {
+            let s: Setup<MemoryRegistry> =
+                fixture::open(&MemoryHarness, FleetOptions::default()).await;
+            let mut ids: Vec<_> = s.fleet.replica_specs().into_iter().map(|r| r.id).collect();
+            ids.sort();
+            s.clock.advance_ms(s.fleet.options.lease_ttl_ms);
+            // Every lease ends at the same time, so the batch goes by id.
+            let first = ids[0].clone();
+            let held = s.store.clone().holding(BTreeSet::from([first.clone()]));
+            let m = held
+                .lease_maintain(MaintainParams { max: 5 })
+                .await
+                .unwrap();
+            assert_eq!(m.expired, ids[1..6].to_vec(), "{m:?}");
+            assert!(m.more, "a passed-over replica is left for the next call");
+
+            let m = held
+                .lease_maintain(MaintainParams { max: 100 })
+                .await
+                .unwrap();
+            assert_eq!(m.expired, ids[6..].to_vec(), "{m:?}");
+            assert!(m.more);
+            // Held, the only replica due is passed over: nothing is done
+            // and `more` still says something is left.
+            let m = held
+                .lease_maintain(MaintainParams { max: 100 })
+                .await
+                .unwrap();
+            assert!(m.expired.is_empty() && m.more, "{m:?}");
+
+            // Free again, it expires on the next call.
+            let got = s.store.replica_get(first.clone()).await.unwrap().unwrap();
+            assert_ne!(got.state, ReplicaState::Offline);
+            let m = s
+                .store
+                .lease_maintain(MaintainParams { max: 100 })
+                .await
+                .unwrap();
+            assert_eq!(m.expired, vec![first]);
+            assert!(!m.more);
+        });
+    }
+
+    #[test]
+    fn the_target_of_a_new_route_is_read_without_writing_and_is_the_resolve_pick() {
+        // spec: ROUTE-9, ROUTE-10
+        run::block_on(async {
+            let s: Setup<MemoryRegistry> =
+                fixture::open(&MemoryHarness, FleetOptions::default()).await;
+            // Before any resolve the plan is not worked out: no answer.
+            let first = s
+                .fleet
+                .request("a0", &fixture::acme(), &fixture::crm_create());
+            assert_eq!(s.store.new_route_target(&first).unwrap(), None);
+            s.resolve_acme("a0").await;
+            let before = s.inspect().await;
+            for n in 1..6 {
+                let action = format!("a{n}");
+                let request = s
+                    .fleet
+                    .request(&action, &fixture::acme(), &fixture::crm_create());
+                let target = s.store.new_route_target(&request).unwrap().unwrap();
+                // Held, the target is passed over for the next best.
+                let held = s.store.clone().holding(BTreeSet::from([target.clone()]));
+                let next = held.new_route_target(&request).unwrap().unwrap();
+                assert_ne!(next, target);
+                if n == 1 {
+                    assert_eq!(s.inspect().await, before, "reading a target wrote");
+                }
+                let routed = s.resolve_acme(&action).await;
+                assert_eq!(routed.destination.replica, target, "{action}");
+            }
+        });
+    }
+}

@@ -22,6 +22,13 @@
 //!   page cursors are translated the same way.
 //! - **Errors** are compared by kind, not message.
 //!
+//! - **Rows a concurrent call held**: on PostgreSQL a new route skips a
+//!   replica whose row another transaction holds (ROUTE-6), and a
+//!   maintenance batch leaves such a replica, or a hold whose rows are
+//!   busy, to the next call (LEASE-2, PIN-8). When a resolve or a
+//!   maintenance answer differs only by such rows, and another call of
+//!   the same step names them, the reference decides again with those
+//!   replicas held ([`MemoryRegistry::holding`]).
 //! - **A backend's own retries**: a resolve answered `existing` where the
 //!   reference creates the route is the PostgreSQL backend's retry on a
 //!   fresh connection after the first attempt's COMMIT reply was lost
@@ -33,12 +40,13 @@
 //! taken as not committed; a later answer that disagrees because one did
 //! commit is reported with the count of such answers before it.
 
+mod held;
 mod rows;
 
 use rows::{RouteRows, rows_named};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use connreg::{ManualClock, MemoryRegistry, RegistryConfig, Timestamp};
+use connreg::{ManualClock, MemoryRegistry, RegistryConfig, ReplicaId, Timestamp};
 use serde_json::Value;
 
 use crate::backend::{poll_inline, respond_plainly};
@@ -247,6 +255,11 @@ pub const UNKNOWN_MAINTAINS_MAX: usize = 64;
 /// calls before the oracle stops looking for the recorded pick.
 pub const HELD_TRIES_MAX: usize = 16;
 
+/// Most earlier places, in one step, at which the oracle reads what a new
+/// route's decision would have picked (for decisions that may have
+/// ranked by a snapshot read before a concurrent commit).
+pub const STALE_PLACE_READS_MAX: usize = 4096;
+
 /// True when a recorded resolve answer says `existing` and the
 /// reference's says `created`: what a backend's own retry answers after
 /// its first attempt committed and the COMMIT's reply was lost.
@@ -288,6 +301,16 @@ pub struct Oracle {
     unknown_maintains: Vec<(Option<u64>, Request)>,
     /// Each action's route as the last resolve answer showed it.
     routes: BTreeMap<String, RouteRows>,
+    /// Every replica a registration answered for.
+    replicas: BTreeSet<ReplicaId>,
+    /// The current step's new routes (by call id) whose decisions may
+    /// have ranked by a snapshot read at an earlier place of the step
+    /// ([`Oracle::stale_resolves`]), and that pick their recorded replica at
+    /// one of those places.
+    stale_ranked: BTreeSet<u64>,
+    /// Reads of earlier places in the current step (at most
+    /// [`STALE_PLACE_READS_MAX`]).
+    stale_reads: usize,
     error: Option<String>,
 }
 
@@ -320,6 +343,9 @@ impl Oracle {
             step_touches: BTreeMap::new(),
             unknown_maintains: Vec::new(),
             routes: BTreeMap::new(),
+            replicas: BTreeSet::new(),
+            stale_ranked: BTreeSet::new(),
+            stale_reads: 0,
             error: None,
         })
     }
@@ -401,6 +427,11 @@ impl Oracle {
                     let action = r.assignment.identity.action.to_string();
                     self.routes.insert(action, rows);
                 }
+                if let (Request::Register { params }, Response::Register { result: Ok(_) }) =
+                    (&request, resp)
+                {
+                    self.replicas.insert(params.spec.id.clone());
+                }
                 let answer = Answer {
                     line,
                     id: *id,
@@ -472,10 +503,6 @@ impl Oracle {
             }
             _ => None,
         };
-        if self.skipped_held_rows(a, &request) {
-            self.report.ordered += 1;
-            return;
-        }
         let held = match self.held_for(a, &request) {
             Ok(h) => h,
             Err(e) => {
@@ -545,100 +572,6 @@ impl Oracle {
         }
     }
 
-    /// True for a maintenance answer (on a concurrent backend) that did
-    /// nothing and says `more`, where everything the reference would do
-    /// now touches a row another call of the step names: an expiry, that
-    /// replica's row; a released hold, its replica's row, its action's
-    /// lock or one of its scopes' counters. Maintenance skips a held row
-    /// rather than wait for it (LOCK-1: `SKIP LOCKED`, `NOWAIT`), leaving
-    /// it to the next call. Such an answer changed nothing, so nothing is
-    /// replayed.
-    fn skipped_held_rows(&self, a: &Answer, request: &Request) -> bool {
-        if self.trace_ordered || !matches!(request, Request::Maintain { .. }) {
-            return false;
-        }
-        let Response::Maintain { result: Ok(m) } = &a.recorded else {
-            return false;
-        };
-        if !m.expired.is_empty() || m.released != 0 || !m.releases.is_empty() || !m.more {
-            return false;
-        }
-        let Ok(fork) = self.registry.fork() else {
-            return false;
-        };
-        let Response::Maintain { result: Ok(would) } =
-            poll_inline(respond_plainly(fork, request.clone()))
-        else {
-            return false;
-        };
-        let mine = rows_named(a, &self.routes);
-        let by_others = |key: String| {
-            self.step_touches.get(&key).copied().unwrap_or(0) > mine.get(&key).copied().unwrap_or(0)
-        };
-        let expiries_held = (would.expired.iter()).all(|r| by_others(format!("replica:{r}")));
-        let holds_held = would.releases.iter().all(|r| {
-            by_others(format!("replica:{}", r.replica))
-                || by_others(format!("action:{}", r.action))
-                || r.scopes.iter().any(|s| by_others(format!("scope:{s}")))
-        });
-        (!would.expired.is_empty() || !would.releases.is_empty()) && expiries_held && holds_held
-    }
-
-    /// The replicas a new route of `a` (a resolve, on a concurrent
-    /// backend) must skip to agree: while the reference picks another
-    /// replica than the recorded one, and another call of the step names
-    /// that replica (so its row may have been held: ROUTE-6) or the
-    /// recorded one (so the decision may have ranked it by a snapshot read
-    /// before that call committed), the reference's pick is held and the
-    /// decision tried again, on a copy.
-    /// Empty when the first try agrees or no such replica explains it.
-    fn held_for(
-        &self,
-        a: &Answer,
-        request: &Request,
-    ) -> Result<std::collections::BTreeSet<connreg::ReplicaId>, String> {
-        let mut held = std::collections::BTreeSet::new();
-        let recorded_replica = match (&a.recorded, request) {
-            (Response::Resolve { result: Ok(r) }, Request::Resolve { .. })
-                if !self.trace_ordered =>
-            {
-                r.assignment.destination.replica.clone()
-            }
-            _ => return Ok(held),
-        };
-        let mine = rows_named(a, &self.routes);
-        let by_others = |replica: &str| {
-            let key = format!("replica:{replica}");
-            self.step_touches.get(&key).copied().unwrap_or(0) - mine.get(&key).copied().unwrap_or(0)
-        };
-        // Another call of the step changed the recorded replica (a
-        // reservation, a settlement): the decision may have ranked it by a
-        // snapshot read before that call committed, and only locked it
-        // after (READ COMMITTED), so the reference's better-ranked picks
-        // are passed over too.
-        let ranked_stale = by_others(recorded_replica.as_str()) > 0;
-        for _ in 0..HELD_TRIES_MAX {
-            let fork = self
-                .registry
-                .fork()
-                .map_err(|e| format!("copying the reference: {e}"))?
-                .holding(held.clone());
-            let replayed = poll_inline(respond_plainly(fork, request.clone()));
-            let Response::Resolve { result: Ok(r) } = replayed else {
-                break;
-            };
-            let picked = r.assignment.destination.replica;
-            if picked == recorded_replica {
-                return Ok(held);
-            }
-            if by_others(picked.as_str()) == 0 && !ranked_stale {
-                break;
-            }
-            held.insert(picked);
-        }
-        Ok(std::collections::BTreeSet::new())
-    }
-
     /// What `a` answers at the registry's current place, on a copy when it
     /// may write.
     fn try_here(&self, a: &Answer) -> Result<Response, String> {
@@ -660,6 +593,8 @@ impl Oracle {
     fn flush(&mut self) {
         let step = std::mem::take(&mut self.step);
         self.step_t = None;
+        self.stale_ranked.clear();
+        self.stale_reads = 0;
         if step.is_empty() || self.diverged() {
             return;
         }
@@ -671,6 +606,8 @@ impl Oracle {
         }
         let (committed, mut unplaced): (Vec<Answer>, Vec<Answer>) =
             step.into_iter().partition(|a| a.commit.is_some());
+        let stale = self.stale_resolves(&committed);
+        let mut after: BTreeSet<String> = stale.iter().map(|s| s.row.clone()).collect();
         unplaced.retain(|a| {
             let unknown = Self::unknown(a);
             if unknown {
@@ -715,6 +652,9 @@ impl Oracle {
             }
             open = still;
             if let Some(c) = committed.get(place) {
+                if !stale.is_empty() {
+                    after = self.rank_at_place(place, after, &stale, &committed);
+                }
                 self.replay_ordered(c);
                 if self.diverged() {
                     return;

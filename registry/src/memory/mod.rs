@@ -122,14 +122,34 @@ impl MemoryRegistry {
         })
     }
 
-    /// The same store, its new routes decided as if other transactions
-    /// held the rows of `replicas`: a decision skips a replica another one
-    /// holds rather than wait for it (ROUTE-6, the PostgreSQL backend's
-    /// `SKIP LOCKED`), so a concurrent backend may pick the next best. A
-    /// differential oracle replays such a decision serially with this.
+    /// The same store, its new routes and its maintenance decided as if
+    /// other transactions held the rows of `replicas`: a decision skips a
+    /// replica another one holds rather than wait for it (ROUTE-6, the
+    /// PostgreSQL backend's `SKIP LOCKED`), so a concurrent backend may
+    /// pick the next best; a maintenance batch leaves a held replica's
+    /// expiry, and the expired holds of its reservations, to the next call
+    /// and says `more` (LEASE-2, PIN-8). A differential oracle replays such
+    /// a decision serially with this.
     pub fn holding(mut self, replicas: std::collections::BTreeSet<ReplicaId>) -> MemoryRegistry {
         self.held = (!replicas.is_empty()).then(|| Arc::new(replicas));
         self
+    }
+
+    /// The replica a new route of `request` would go to now, changing
+    /// nothing: the pick `route_resolve` makes for an action without a
+    /// route (ROUTE-9, ROUTE-10), passing over the replicas this handle
+    /// finds held ([`MemoryRegistry::holding`]). `Ok(None)` when the pick
+    /// cannot be read without writing: the request has no tenant, or its
+    /// resolve plan is not worked out at the catalog's revision (the next
+    /// resolve of its tenant and capability works it out). An error is
+    /// the refusal the resolve would answer.
+    pub fn new_route_target(&self, request: &RouteRequest) -> Result<Option<ReplicaId>> {
+        let now = self.clock.now();
+        let store = self.lock()?;
+        store
+            .live
+            .pick(&store.catalog, request, now, &self.behaviour())
+            .transpose()
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Store>> {
@@ -259,8 +279,9 @@ impl ReplicaLifecycle for MemoryRegistry {
         } else {
             self.config.reservation_hold_ms
         };
+        let held = self.held.clone().unwrap_or_default();
         let mut store = self.lock()?;
-        store.live.maintain(params.max, now, hold_ms)
+        store.live.maintain(params.max, now, hold_ms, &held)
     }
 }
 

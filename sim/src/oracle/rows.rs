@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::Answer;
 
 /// How often `a`'s request and answer name each row a concurrent call
-/// may hold: `replica:ID` (a `replica` field, or a registration's
-/// `spec.id`), `action:ID` and `scope:ID` keys. An action
+/// may hold: `replica:ID` (a `replica` field, a registration's
+/// `spec.id`, or a replica a maintenance batch expired), `action:ID` and `scope:ID` keys. An action
 /// named also names its route's replica and scopes, as `routes` last saw
 /// them (a settlement takes those rows without naming them).
 pub(super) fn rows_named(
@@ -39,6 +39,13 @@ pub(super) fn rows_named(
                                 for scope in &route.scopes {
                                     add(out, format!("scope:{scope}"));
                                 }
+                            }
+                        }
+                        // A maintenance batch holds the row of every
+                        // replica it expires until it commits.
+                        ("expired", Value::Array(items)) => {
+                            for replica in items.iter().filter_map(Value::as_str) {
+                                add(out, format!("replica:{replica}"));
                             }
                         }
                         ("scopes", Value::Array(items)) => {
@@ -101,5 +108,29 @@ mod tests {
         };
         let named = rows_named(&a, &BTreeMap::new());
         assert_eq!(named.get("replica:r1"), Some(&1), "{named:?}");
+    }
+
+    #[test]
+    fn a_maintenance_names_the_replicas_it_expired() {
+        // A maintenance batch holds the row of every replica it expires
+        // until it commits; a resolve of the same step skips that row
+        // (SKIP LOCKED) and must agree beside it.
+        let request: Request =
+            serde_json::from_str(r#"{"op":"maintain","params":{"max":8}}"#).unwrap();
+        let recorded: Response = serde_json::from_str(
+            r#"{"op":"maintain","result":{"Ok":{"expired":["r1","r2"],"released":0,"releases":[],"more":false}}}"#,
+        )
+        .unwrap();
+        let a = Answer {
+            line: 1,
+            id: 1,
+            request,
+            recorded,
+            clock: None,
+            commit: None,
+        };
+        let named = rows_named(&a, &BTreeMap::new());
+        assert_eq!(named.get("replica:r1"), Some(&1), "{named:?}");
+        assert_eq!(named.get("replica:r2"), Some(&1), "{named:?}");
     }
 }

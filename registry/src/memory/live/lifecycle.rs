@@ -157,34 +157,42 @@ impl LiveState {
     /// nothing, rewrites no destination. The batch stops before the
     /// expired replica whose reservations would take it past
     /// [`LEASE_MAINTENANCE_RESERVATIONS_MAX`] (the first always fits).
+    /// The replicas in `held` are passed over as rows another transaction
+    /// holds: their expiry and their reservations' holds wait for the next
+    /// call, which `more` announces.
     pub(crate) fn maintain(
         &mut self,
         max: u32,
         now: Timestamp,
         hold_ms: u64,
+        held: &BTreeSet<ReplicaId>,
     ) -> Result<Maintained> {
         let mut report = Maintained::default();
-        let due: Vec<(Timestamp, ReplicaId)> = self
-            .leases
-            .iter()
-            .take_while(|(at, _)| *at <= now)
-            .take(max as usize + 1)
-            .cloned()
-            .collect();
+        let mut due: Vec<(Timestamp, ReplicaId)> = Vec::new();
+        for (at, id) in self.leases.iter().take_while(|(at, _)| *at <= now) {
+            if held.contains(id) {
+                report.more = true;
+                continue;
+            }
+            if due.len() > max as usize {
+                break;
+            }
+            due.push((*at, id.clone()));
+        }
         let mut batch = 0;
-        let mut held = 0usize;
+        let mut reservations = 0usize;
         for (_, id) in due.iter().take(max as usize) {
             let n = self
                 .slot_of
                 .get(id)
                 .map_or(0, |&at| self.slot(at).reserved.len());
-            if batch > 0 && held + n > LEASE_MAINTENANCE_RESERVATIONS_MAX as usize {
+            if batch > 0 && reservations + n > LEASE_MAINTENANCE_RESERVATIONS_MAX as usize {
                 break;
             }
-            held += n;
+            reservations += n;
             batch += 1;
         }
-        report.more = due.len() > batch;
+        report.more |= due.len() > batch;
         for (at, id) in due.into_iter().take(batch) {
             self.leases.remove(&(at, id.clone()));
             let actions: Vec<ActionId> = match self.slot_of.get(&id) {
@@ -224,7 +232,7 @@ impl LiveState {
             }
             report.expired.push(id);
         }
-        self.expire_holds(max, now, hold_ms, &mut report);
+        self.expire_holds(max, now, hold_ms, held, &mut report);
         report.releases.sort();
         Ok(report)
     }
@@ -233,7 +241,14 @@ impl LiveState {
     /// than `hold_ms`, oldest first (then by fence), at most `max` of them
     /// and within the call's reservation bound, released as
     /// `lease_expired`; `more` when some remain.
-    fn expire_holds(&mut self, max: u32, now: Timestamp, hold_ms: u64, report: &mut Maintained) {
+    fn expire_holds(
+        &mut self,
+        max: u32,
+        now: Timestamp,
+        hold_ms: u64,
+        held: &BTreeSet<ReplicaId>,
+        report: &mut Maintained,
+    ) {
         let room = (max as usize).min(
             (LEASE_MAINTENANCE_RESERVATIONS_MAX as usize).saturating_sub(report.releases.len()),
         );
@@ -244,14 +259,23 @@ impl LiveState {
             .take(room + 1)
             .map(|(k, a)| (*k, a.clone()))
             .collect();
-        if due.len() > room {
-            report.more = true;
-        }
-        for (key, action) in due.into_iter().take(room) {
+        // The first `room + 1` holds due are looked at; a held one is
+        // passed over and the next takes its place.
+        let mut taken = 0;
+        for (key, action) in due {
+            if taken >= room {
+                report.more = true;
+                break;
+            }
             let stored = self
                 .routes
                 .get_mut(&action)
                 .unwrap_or_else(|| unreachable!("a held reservation belongs to a stored route"));
+            if held.contains(&stored.fixed.destination.replica) {
+                report.more = true;
+                continue;
+            }
+            taken += 1;
             report.releases.push(ReleasedReservation {
                 action: action.clone(),
                 fence: key.1,

@@ -210,7 +210,61 @@ impl LiveState {
         if plan.chains.is_empty() {
             return Err(Error::NoEligibleBinding);
         }
+        let (best, examined) = self.best(&plan, request, now, behaviour);
+        let best = best.map(|b| (b.binding, b.slot));
+        self.last_resolve_rows_examined += examined;
+        let Some((binding, slot)) = best else {
+            return Err(Error::NoCapacity);
+        };
+        let fixed = self.route_fixed(catalog, request, tenant, binding, slot);
+        let fence = self.next_fence();
+        Ok(Decision { fixed, slot, fence })
+    }
 
+    /// The replica a new route of `request` would go to now, changing
+    /// nothing: [`LiveState::decide`]'s pick. `None` when its plan is not
+    /// worked out at the catalog's revision (only a resolve works it out).
+    pub(crate) fn pick(
+        &self,
+        catalog: &CatalogState,
+        request: &RouteRequest,
+        now: Timestamp,
+        behaviour: &Behaviour,
+    ) -> Option<Result<ReplicaId>> {
+        let tenant = request.tenant.as_ref()?;
+        if let Err(e) = request.topology.validate() {
+            return Some(Err(e));
+        }
+        let key = (tenant.clone(), request.capability.clone());
+        let plan = match catalog.bindings_by_tenant_capability.get(&key) {
+            None => return Some(Err(Error::NoEligibleBinding)),
+            Some(_)
+                if self.plans.revision != Some(catalog.revision)
+                    || self.plans.groups != self.groups.len() =>
+            {
+                return None;
+            }
+            Some(_) => self.plans.plans.get(&key)?.clone(),
+        };
+        if plan.chains.is_empty() {
+            return Some(Err(Error::NoEligibleBinding));
+        }
+        Some(match self.best(&plan, request, now, behaviour).0 {
+            Some(b) => Ok(b.replica.clone()),
+            None => Err(Error::NoCapacity),
+        })
+    }
+
+    /// The scan of a new route's candidates (ROUTE-9, ROUTE-10): the best
+    /// one, and how many replicas were looked at.
+    fn best<'c, 's>(
+        &'s self,
+        plan: &'c ResolvePlan,
+        request: &RouteRequest,
+        now: Timestamp,
+        behaviour: &Behaviour,
+    ) -> (Option<Best<'c, 's>>, u64) {
+        let mut examined = 0;
         let topo = &request.topology;
         let wanted = WantedCodes {
             region: topo
@@ -240,7 +294,7 @@ impl LiveState {
                 continue;
             };
             let serving = &self.groups[group as usize];
-            self.last_resolve_rows_examined += serving.len() as u64;
+            examined += serving.len() as u64;
             // The candidates' order does not matter: their keys differ at
             // least in the replica, so the smallest is the same whatever
             // the order. Every replica of the group runs the chain's
@@ -302,12 +356,7 @@ impl LiveState {
                 }
             }
         }
-        let Some(Best { binding, slot, .. }) = best else {
-            return Err(Error::NoCapacity);
-        };
-        let fixed = self.route_fixed(catalog, request, tenant, binding, slot);
-        let fence = self.next_fence();
-        Ok(Decision { fixed, slot, fence })
+        (best, examined)
     }
 
     /// The fixed part of a route through `binding` to the replica in
