@@ -28,7 +28,7 @@ use crate::limits::{
 };
 use crate::plant::PlantedBug;
 use crate::scenario::{
-    CutMode, FaultKind, Scenario, dispatcher_host, reader_host, registry_host, replica_host,
+    CutMode, Scenario, dispatcher_host, reader_host, registry_host, replica_host,
 };
 use crate::trace::{
     EndInfo, Event, FaultEvent, Sink, StartInfo, TRACE_FORMAT, TraceWriter, Violation,
@@ -47,6 +47,7 @@ const IN_STEP_FAULT_DELAY: Duration = Duration::from_micros(1_500);
 /// when a run happens.
 const EPOCH_SECS: u64 = 1_700_000_000;
 
+mod database;
 mod mirror;
 mod order;
 
@@ -680,92 +681,6 @@ impl<B: Backend> World<B> {
         std::thread::sleep(IN_STEP_FAULT_DELAY); // determinism-ok: database faults only
         for action in std::mem::take(&mut self.in_step) {
             self.apply_database(action);
-        }
-    }
-
-    /// Applies a database fault. Validation refuses them on a backend
-    /// without a database, so `database` is there.
-    fn apply_database(&mut self, action: Action) {
-        let Some(db) = self.database.as_ref() else {
-            self.checker
-                .run_failure("a database fault on a backend without a database".into());
-            return;
-        };
-        let event = match action {
-            Action::DbCut(CutMode::All) => FaultEvent::DbCut {
-                mode: CutMode::All.name().into(),
-                connections: db.cut_all() as u64,
-            },
-            Action::DbCut(CutMode::NextCommit) => {
-                db.cut_next_commit();
-                FaultEvent::DbCut {
-                    mode: CutMode::NextCommit.name().into(),
-                    connections: 0,
-                }
-            }
-            Action::DbStall(ms) => {
-                db.stall(ms);
-                FaultEvent::DbStall { stall_ms: ms }
-            }
-            Action::DbTerminate => match db.terminate() {
-                Ok(sessions) => FaultEvent::DbTerminate { sessions },
-                Err(e) => {
-                    self.checker
-                        .run_failure(format!("db_terminate failed: {e}"));
-                    FaultEvent::DbTerminate { sessions: 0 }
-                }
-            },
-            Action::DbRestart => {
-                if let Err(e) = db.restart() {
-                    self.checker.run_failure(format!("db_restart failed: {e}"));
-                }
-                FaultEvent::DbRestart
-            }
-            Action::DbDetachStandby => {
-                if let Err(e) = db.detach_standby() {
-                    self.checker
-                        .run_failure(format!("db_failover's detach_ms failed: {e}"));
-                }
-                FaultEvent::DbStandbyDetached
-            }
-            Action::DbFailover => match db.fail_over() {
-                Ok(ms) => FaultEvent::DbFailover {
-                    without_primary_ms: ms,
-                },
-                Err(e) => {
-                    self.checker.run_failure(format!("db_failover failed: {e}"));
-                    FaultEvent::DbFailover {
-                        without_primary_ms: 0,
-                    }
-                }
-            },
-            Action::DbEnd(kind) => {
-                // A commit cut's window lasts until the cut fired.
-                if kind == FaultKind::DbCut && db.commit_cut_armed() {
-                    self.armed_cut_ends += 1;
-                    return;
-                }
-                FaultEvent::DbFaultEnd {
-                    kind: kind.name().into(),
-                }
-            }
-            _ => return,
-        };
-        self.fault(event);
-    }
-
-    /// Ends the `db_cut` windows whose commit cut has fired by now.
-    fn end_fired_cuts(&mut self) {
-        let Some(db) = self.database.as_ref() else {
-            return;
-        };
-        if self.armed_cut_ends == 0 || db.commit_cut_armed() {
-            return;
-        }
-        for _ in 0..std::mem::take(&mut self.armed_cut_ends) {
-            self.fault(FaultEvent::DbFaultEnd {
-                kind: FaultKind::DbCut.name().into(),
-            });
         }
     }
 
