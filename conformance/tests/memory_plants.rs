@@ -198,12 +198,24 @@ fn mixed_revision_pages_are_caught() {
     ));
 }
 
+// spec: SETTLE-3, SETTLE-4
+#[test]
+fn an_unknown_outcome_left_held_is_caught() {
+    let h = planted(Plant::SettleKeepsUnknown);
+    assert!(fails(settle::settlement_accepts_each_of_the_four_outcomes(
+        &h
+    )));
+}
+
 /// The unplanted backend passes the same checks, so the failures above
 /// come from the plants.
 #[test]
 fn the_same_checks_pass_without_a_plant() {
     let h = connreg_conformance::memory::MemoryHarness;
     assert!(!fails(settle::settling_again_changes_nothing(&h)));
+    assert!(!fails(
+        settle::settlement_accepts_each_of_the_four_outcomes(&h)
+    ));
     assert!(!fails(route::resolve_with_other_tenant_returns_conflict(
         &h
     )));

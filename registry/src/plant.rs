@@ -35,11 +35,15 @@ pub enum Plant {
     /// A completed settlement leaves the replica's consecutive-unknown
     /// count as it was (SETTLE-5): unknowns far apart open the circuit.
     CircuitNeverResets,
+    /// A settlement of an unknown outcome answers `released: false` and
+    /// leaves the reservation held (SETTLE-3, SETTLE-4): the caller is
+    /// told there was nothing to release.
+    SettleKeepsUnknown,
 }
 
 impl Plant {
     /// Every plant, in a fixed order.
-    pub const ALL: [Plant; 11] = [
+    pub const ALL: [Plant; 12] = [
         Plant::FailoverOnRetry,
         Plant::NoActionSerialization,
         Plant::DoubleRelease,
@@ -51,6 +55,7 @@ impl Plant {
         Plant::HoldNeverExpires,
         Plant::SettleRewritesOutcome,
         Plant::CircuitNeverResets,
+        Plant::SettleKeepsUnknown,
     ];
 
     /// The plant's name, as the CLI spells it.
@@ -67,6 +72,7 @@ impl Plant {
             Plant::HoldNeverExpires => "hold-never-expires",
             Plant::SettleRewritesOutcome => "settle-rewrites-outcome",
             Plant::CircuitNeverResets => "circuit-never-resets",
+            Plant::SettleKeepsUnknown => "settle-keeps-unknown",
         }
     }
 
@@ -93,6 +99,9 @@ impl Plant {
             }
             Plant::CircuitNeverResets => {
                 "a completed settlement does not zero the replica's consecutive-unknown count"
+            }
+            Plant::SettleKeepsUnknown => {
+                "a settlement of an unknown outcome answers released: false and keeps the reservation"
             }
         }
     }

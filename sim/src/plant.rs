@@ -215,6 +215,7 @@ impl PlantedBug {
                 Plant::HoldNeverExpires => "0034_resolve_after_caller_gave_up.toml",
                 Plant::SettleRewritesOutcome => "0035_shared_action_cancelled.toml",
                 Plant::CircuitNeverResets => "0036_circuit_counts_reset.toml",
+                Plant::SettleKeepsUnknown => "0036_circuit_counts_reset.toml",
             },
             PlantedBug::SpuriousUnavailable => "0001_steady_state.toml",
             PlantedBug::CommitReplyLostAsFailure => "0003_retry_after_lost_answer.toml",
@@ -240,9 +241,10 @@ impl PlantedBug {
             PlantedBug::Store(p) => match p {
                 Plant::FailoverOnRetry => invariant::NO_FAILOVER.0,
                 Plant::NoActionSerialization => invariant::ONE_ROUTE.0,
-                Plant::DoubleRelease | Plant::IgnoreFence | Plant::SettleRewritesOutcome => {
-                    invariant::IDEMPOTENT.0
-                }
+                Plant::DoubleRelease
+                | Plant::IgnoreFence
+                | Plant::SettleRewritesOutcome
+                | Plant::SettleKeepsUnknown => invariant::IDEMPOTENT.0,
                 Plant::HeartbeatAdvancesRevision => invariant::REVISION.0,
                 Plant::MixedRevisionPages => invariant::ONE_REVISION.0,
                 Plant::OverCapacity => invariant::CAPACITY.0,

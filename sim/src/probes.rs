@@ -324,6 +324,8 @@ struct Route {
 ///   reservation an answer already released.
 /// - `circuit-never-resets`: a `completed` settlement names a replica
 ///   whose stored row counts unknown outcomes.
+/// - `settle-keeps-unknown`: an `outcome_unknown` settlement names a
+///   reservation no answer released.
 /// - `ignore-fence`: a settlement names a fence other than the action's
 ///   route's, or is answered `fence_lost`.
 /// - `heartbeat-advances-revision`: a heartbeat is applied.
@@ -618,6 +620,11 @@ impl Probes {
                         .is_some_and(|r| r.consecutive_unknown > 0)
                 {
                     self.plant(PlantedBug::Store(Plant::CircuitNeverResets));
+                }
+                if params.outcome == connreg::Outcome::OutcomeUnknown
+                    && !self.released.contains(&key)
+                {
+                    self.plant(PlantedBug::Store(Plant::SettleKeepsUnknown));
                 }
                 self.settled_fence.insert(key.0, key.1);
             }

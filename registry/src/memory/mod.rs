@@ -188,6 +188,7 @@ enum Planted {
     HoldNeverExpires,
     SettleRewritesOutcome,
     CircuitNeverResets,
+    SettleKeepsUnknown,
 }
 
 #[cfg(feature = "plant")]
@@ -334,6 +335,7 @@ pub(crate) struct Behaviour {
     pub(crate) cross_tenant_return: bool,
     pub(crate) settle_rewrites_outcome: bool,
     pub(crate) circuit_never_resets: bool,
+    pub(crate) settle_keeps_unknown: bool,
 }
 
 impl MemoryRegistry {
@@ -347,6 +349,7 @@ impl MemoryRegistry {
             cross_tenant_return: self.planted(PlantKind::CrossTenantReturn),
             settle_rewrites_outcome: self.planted(PlantKind::SettleRewritesOutcome),
             circuit_never_resets: self.planted(PlantKind::CircuitNeverResets),
+            settle_keeps_unknown: self.planted(PlantKind::SettleKeepsUnknown),
         }
     }
 

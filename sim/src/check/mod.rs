@@ -51,7 +51,7 @@
 //! | `one_route_per_action` | ROUTE-3, ROUTE-4, PIN-1, PIN-2, LEASE-3 | two routes are created for one action, answers disagree on an action's route, or a stored route changes |
 //! | `no_silent_failover` | PIN-4, PIN-5 | a retry answers another destination, a side effect or dispatch or cancellation reaches another instance or replica than the route's |
 //! | `dispatch_after_commit` | ROUTE-8 | a replica is dispatched an assignment no registry answered |
-//! | `idempotent_settlement` | SETTLE-2, SETTLE-4 | a reservation is released twice, a settlement with a stale or altered assignment succeeds, or a released reservation's recorded outcome changes (between snapshots, or from the outcome its answered release recorded) |
+//! | `idempotent_settlement` | SETTLE-2, SETTLE-3, SETTLE-4 | a reservation is released twice, a settlement with a stale or altered assignment succeeds, a released reservation's recorded outcome changes (between snapshots, or from the outcome its answered release recorded), or a settlement answered `released: false` while the store still holds its reservation |
 //! | `settlement_truthful` | PIN-7, SETTLE-5 | a settlement records `cancelled` for work in the ledger that no cancel stopped, or `completed` for work the ledger does not hold |
 //! | `capacity_accounting` | ROUTE-7, SETTLE-3, REC-8 | a replica's active count or a scope's counter differs from the live reservations (by the store's rows, and by the answers), or exceeds its limit; the store frees a reservation no answer released; a maintenance answer miscounts its releases |
 //! | `page_single_revision` | CAT-8, CAT-9 | a continuation page is read at another revision than its cursor's |
@@ -136,7 +136,7 @@ pub mod invariant {
     /// See the module table.
     pub const AFTER_COMMIT: (&str, &str) = ("dispatch_after_commit", "ROUTE-8");
     /// See the module table.
-    pub const IDEMPOTENT: (&str, &str) = ("idempotent_settlement", "SETTLE-2 SETTLE-4");
+    pub const IDEMPOTENT: (&str, &str) = ("idempotent_settlement", "SETTLE-2 SETTLE-3 SETTLE-4");
     /// See the module table.
     pub const TRUTHFUL: (&str, &str) = ("settlement_truthful", "PIN-7 SETTLE-5");
     /// See the module table.
@@ -211,6 +211,9 @@ pub struct Checker {
     /// The outcome each answered release recorded, by fence (commit-ordered
     /// traces; SETTLE-4).
     release_outcomes: BTreeMap<FenceToken, Outcome>,
+    /// Settlements answered `released: false` since the last snapshot
+    /// (action, fence), judged by the next one.
+    not_released: Vec<(ActionId, FenceToken)>,
     specs: BTreeMap<ReplicaId, ReplicaSpec>,
     store_replicas: BTreeMap<ReplicaId, ReplicaRow>,
     /// The stored routes, counted (`capacity_accounting`, `fence_unique`).

@@ -1,6 +1,7 @@
-//! `idempotent_settlement` (SETTLE-2, SETTLE-4): a settlement succeeds
-//! only for its action's current reservation, a reservation is released
-//! once, and the outcome its release recorded stays recorded.
+//! `idempotent_settlement` (SETTLE-2, SETTLE-3, SETTLE-4): a settlement
+//! succeeds only for its action's current reservation, releases it when it
+//! is held, a reservation is released once, and the outcome its release
+//! recorded stays recorded.
 
 use connreg::{Outcome, RouteRecord, SettleParams, Settled};
 
@@ -24,6 +25,9 @@ impl Checker {
             }
         } else {
             self.counters.settle_idempotent += 1;
+            if self.not_released.len() < NOT_RELEASED_PENDING_MAX {
+                self.not_released.push((action.clone(), fence));
+            }
         }
         match self.latest.get(action) {
             Some(latest) if latest == a => {}
@@ -59,7 +63,32 @@ impl Checker {
     }
 }
 
+/// Most `released: false` answers kept between two snapshots for
+/// [`Checker::check_not_released_held`]; past it the rest go unjudged.
+pub(super) const NOT_RELEASED_PENDING_MAX: usize = 100_000;
+
 impl Checker {
+    /// SETTLE-3, SETTLE-4: a settlement answered `released: false` found
+    /// its reservation released already. A reservation is held once and
+    /// never again after its release (its fence is not reused), so one
+    /// still stored as held after the step that answered so was held when
+    /// the settlement ran, and should have been released by it.
+    pub(super) fn check_not_released_held(&mut self) {
+        for (action, fence) in std::mem::take(&mut self.not_released) {
+            let held = self
+                .store_routes
+                .get(&action)
+                .is_some_and(|r| r.reserved && r.assignment.reservation.fence == fence);
+            if held {
+                let detail = format!(
+                    "a settlement of {action} with fence {} answered released: false, and the store still holds that reservation",
+                    fence.0
+                );
+                self.violate(invariant::IDEMPOTENT, detail);
+            }
+        }
+    }
+
     /// SETTLE-4: a released reservation's stored row keeps the outcome its
     /// release recorded. Judged against the row the previous snapshot
     /// stored (both released, one fence), and on commit-ordered traces

@@ -64,6 +64,7 @@ impl Checker {
                 )),
             }
         }
+        self.check_not_released_held();
         self.check_capacity();
         self.check_lease_progress();
     }

@@ -36,6 +36,10 @@ impl LiveState {
             }
             return Ok(Settled { released: false });
         }
+        // The `settle-keeps-unknown` plant: the reservation stays held.
+        if behaviour.settle_keeps_unknown && params.outcome == Outcome::OutcomeUnknown {
+            return Ok(Settled { released: false });
+        }
         self.holds.remove(&(stored.reserved_at, stored.fence));
         let slot = stored.slot;
         let count_before = self.groups[slot.group as usize][slot.index as usize]
