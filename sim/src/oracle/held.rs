@@ -74,6 +74,15 @@ impl Oracle {
                 return Ok(held);
             }
         }
+        // The snapshot may also predate the step (a call that waited out
+        // a fault began in an earlier one): when another call of the step
+        // changed the recorded replica, at most `HELD_TRIES_MAX` better
+        // picks are passed over.
+        if others.contains(&format!("replica:{recorded}"))
+            && let Some(held) = picks_after_skips(&self.registry, request, recorded, |_| true)?
+        {
+            return Ok(held);
+        }
         Ok(BTreeSet::new())
     }
 
