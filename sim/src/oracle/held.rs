@@ -120,9 +120,10 @@ impl Oracle {
     /// At the step's place before `committed[place]`, notes each stale
     /// new route not yet replayed ([`StaleResolve`]) whose decision here,
     /// with the rows the step's other calls name held, picks its recorded
-    /// replica. Only the places where such a replica's rank moved are
-    /// read: the step's start and either side of a commit naming it
-    /// (`after`: the rows the commit before this place named). Returns
+    /// replica. The places where such a replica's rank moved are read
+    /// first: the step's start and either side of a commit naming it
+    /// (`after`: the rows the commit before this place named); the others
+    /// while half of [`STALE_PLACE_READS_MAX`] is left. Returns
     /// the rows `committed[place]` names, for the next place.
     pub(super) fn rank_at_place(
         &mut self,
@@ -136,10 +137,15 @@ impl Oracle {
             .filter(|k| stale.iter().any(|s| s.row == *k))
             .collect();
         for s in stale.iter().filter(|s| s.index >= place) {
-            if self.stale_reads >= STALE_PLACE_READS_MAX
-                || self.stale_ranked.contains(&committed[s.index].id)
-                || !(after.contains(&s.row) || named.contains(&s.row))
-            {
+            // The places where the replica's rank moved come first; any
+            // other place of the step is read while half the bound is left.
+            let moved = after.contains(&s.row) || named.contains(&s.row);
+            let bound = if moved {
+                STALE_PLACE_READS_MAX
+            } else {
+                STALE_PLACE_READS_MAX / 2
+            };
+            if self.stale_reads >= bound || self.stale_ranked.contains(&committed[s.index].id) {
                 continue;
             }
             self.stale_reads += 1;
