@@ -29,7 +29,8 @@
 //!    publications every 100 ms beside [`RESOLVERS`] resolvers of one
 //!    tenant (`publication`).
 //! 4. Memory per retained route on the in-memory backend, from a counting
-//!    allocator (`alloc`), and the simulator (`sim`): seeds per minute of
+//!    allocator in a process of its own (`connreg-route-bytes`, `alloc`),
+//!    and the simulator (`sim`): seeds per minute of
 //!    the standard scenario on two threads, and the fleet-scale
 //!    mass-expiry scenario (1,500 replicas, over 10,000 routes) at seed 1
 //!    in a process of its own: simulated seconds per wall second, trace
@@ -51,9 +52,9 @@
 //! else a throwaway local cluster, whose `fsync` the throughput runs turn
 //! on).
 //!
-//! The counting allocator ([cap](https://docs.rs/cap)) adds an atomic
-//! update to every allocation and free of this process; the in-memory
-//! figures include it.
+//! This process has the system allocator: the counting one, which adds an
+//! atomic update to every allocation and free, runs only in
+//! `connreg-route-bytes`.
 
 #[path = "targets/alloc.rs"]
 mod alloc;
@@ -222,7 +223,17 @@ fn main() {
         }
     }
     criterion.final_summary();
-    let per_route = parts.contains(&"alloc").then(memory_per_route);
+    let per_route = if parts.contains(&"alloc") {
+        match memory_per_route() {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("targets: memory per route: {e}");
+                std::process::exit(1);
+            }
+        }
+    } else {
+        None
+    };
     let seeds_per_minute = if parts.contains(&"sim") {
         match sim_seeds_per_minute(secs.max(10)) {
             Ok(v) => Some(v),

@@ -14,11 +14,16 @@
 //! - `connreg-crash` (`src/bin/`, its end-of-run check in [`crash`]):
 //!   resolve/settle load on PostgreSQL through a fault proxy with server
 //!   restarts and connection cuts, then the store against every answer.
+//! - `connreg-route-bytes` (`src/bin/`): bytes the in-memory registry holds
+//!   per retained route, from a counting allocator, in a process of its
+//!   own; `benches/targets.rs` runs it.
 //!
 //! # Map
 //!
 //! - [`crash`]: the end-of-run check of `connreg-crash`, a pure function of
 //!   a store snapshot and the answers the clients got.
+//! - [`memory_fleet`]: the in-memory registry and fleet of the targets
+//!   bench's in-memory figures, shared with `connreg-route-bytes`.
 //! - [`qualify`]: contracts, fleets, the workload, invariant checks and
 //!   reports of `connreg-qualify`; its fleet builder also serves
 //!   `benches/targets.rs`.
@@ -26,5 +31,6 @@
 //!   `resolve_vs_pgbench` and `targets`.
 
 pub mod crash;
+pub mod memory_fleet;
 pub mod qualify;
 pub mod resolve_bench;

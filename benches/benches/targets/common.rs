@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use connreg::limits::{REPLICA_CAPACITY_MAX, SCOPE_LIMIT_MAX};
 use connreg::postgres::testing::TestRegistry;
 use connreg::postgres::{PgOptions, PgRegistry};
 use connreg::{ManualClock, RegistryConfig, Timestamp};
@@ -15,29 +14,12 @@ use connreg_benches::resolve_bench::fleet as pgfleet;
 use hdrhistogram::Histogram;
 use sqlx::PgConnection;
 
-/// Fleet sizes, in replicas.
-pub(crate) const FLEET_REPLICAS: [u32; 3] = [1_000, 10_000, 100_000];
-
-/// Replicas of every tenant's one instance.
-pub(crate) const REPLICAS_PER_TENANT: u32 = 10;
-
-/// Tenants the benched calls spread over (the first ones of every fleet).
-pub(crate) const BENCHED_TENANTS: u32 = 100;
-
-/// Calls timed per batch in a criterion bench.
-pub(crate) const BATCH_CALLS_MAX: u64 = 1_000;
-
-/// The bench clock's time: before every replica's lease end.
-pub(crate) const CLOCK_MS: u64 = 1_000_000;
+pub(crate) use connreg_benches::memory_fleet::{
+    BATCH_CALLS_MAX, BENCHED_TENANTS, CLOCK_MS, FLEET_REPLICAS, REPLICAS_PER_TENANT, id,
+};
 
 /// Most microseconds one call's latency is recorded as.
 const LATENCY_US_MAX: u64 = 60_000_000;
-
-const _: () = {
-    assert!(BATCH_CALLS_MAX <= REPLICA_CAPACITY_MAX as u64 * REPLICAS_PER_TENANT as u64);
-    assert!(BATCH_CALLS_MAX <= SCOPE_LIMIT_MAX as u64);
-    assert!(FLEET_REPLICAS[0] / REPLICAS_PER_TENANT >= BENCHED_TENANTS);
-};
 
 /// Mean nanoseconds per call of every criterion bench, by ID.
 pub(crate) static MEANS: Mutex<BTreeMap<String, (u128, u64)>> = Mutex::new(BTreeMap::new());
@@ -55,10 +37,6 @@ pub(crate) fn mean_ns(id: &str) -> Option<f64> {
         .get(id)
         .filter(|(_, n)| *n > 0)
         .map(|(ns, n)| *ns as f64 / *n as f64)
-}
-
-pub(crate) fn id<T: TryFrom<String, Error = connreg::Error>>(s: impl Into<String>) -> T {
-    T::try_from(s.into()).unwrap_or_else(|e| panic!("bench identifiers are valid: {e}"))
 }
 
 /// Splits `iters` into batches of at most [`BATCH_CALLS_MAX`] and sums

@@ -6,15 +6,22 @@
 //! hash and one probe where an ordered map compares a dozen texts. This
 //! wrapper is the reviewed exception to the crate's ban on hash maps: its
 //! hasher has fixed keys, and it offers no iteration but [`LookupMap::sorted`].
+//!
+//! The hasher is FxHash ([rustc-hash](https://docs.rs/rustc-hash)): a few
+//! multiplications per word where SipHash runs rounds per eight bytes. Its
+//! keys are fixed, as SipHash's were here: neither resists keys chosen to
+//! collide, and both keep a map's layout the same from run to run.
 
 #![allow(clippy::disallowed_types)] // the one reviewed use: lookups, sorted listing
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, DefaultHasher, Hash};
+use std::hash::Hash;
+
+use rustc_hash::FxBuildHasher;
 
 /// A map searched by key and listed only in key order.
 #[derive(Debug, Clone)]
-pub(crate) struct LookupMap<K, V>(HashMap<K, V, BuildHasherDefault<DefaultHasher>>);
+pub(crate) struct LookupMap<K, V>(HashMap<K, V, FxBuildHasher>);
 
 impl<K, V> Default for LookupMap<K, V> {
     fn default() -> Self {

@@ -9,7 +9,8 @@
 //! admission scope (its counter moved, or a publication wrote it). Rows
 //! are never deleted, so the feed has no deletions to report.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::hash::Hash;
 
 use crate::error::{Error, Result};
 use crate::id::{ActionId, ReplicaId, ScopeId};
@@ -18,46 +19,86 @@ use crate::request::{Change, Publication};
 
 use super::LiveState;
 use crate::memory::catalog::CatalogState;
+use crate::memory::lookup::LookupMap;
 
-/// The last stamp of each key of one kind of row, and the keys by stamp.
+/// Emptied entries a [`Stamps`] log keeps before it is compacted, at the
+/// least; past it, a compaction runs once they outnumber the live ones.
+const STAMP_LOG_EMPTIES_MIN: usize = 1024;
+
+/// Every key of one kind of row with its last stamp, in stamp order.
+///
+/// The log is appended to: a key stamped again empties its old entry and
+/// gets a new one at the end, so a write is one hash lookup and one push,
+/// and a read of the keys after a stamp is one binary search and a scan of
+/// what follows. Emptied entries are dropped once they outnumber the live
+/// ones (and [`STAMP_LOG_EMPTIES_MIN`]), so the log stays within about
+/// twice the keys and compaction costs O(1) per write, amortized.
 #[derive(Debug, Clone)]
 struct Stamps<K> {
-    /// key → its last stamp.
-    last: BTreeMap<K, u64>,
-    /// stamp → the key it was last given to.
-    keys: BTreeMap<u64, K>,
+    /// key → the index of its entry in `log`: searched on every write,
+    /// never listed.
+    at: LookupMap<K, usize>,
+    /// (stamp, key) in stamp order; `None` where the key was stamped again.
+    log: Vec<(u64, Option<K>)>,
+    /// Entries of `log` that are `None`.
+    empties: usize,
 }
 
 impl<K> Default for Stamps<K> {
     fn default() -> Self {
         Stamps {
-            last: BTreeMap::new(),
-            keys: BTreeMap::new(),
+            at: LookupMap::default(),
+            log: Vec::new(),
+            empties: 0,
         }
     }
 }
 
-impl<K: Ord + Clone> Stamps<K> {
+impl<K: Ord + Hash + Clone> Stamps<K> {
     fn stamp(&mut self, key: &K, stamp: u64) {
-        match self.last.get_mut(key) {
-            Some(old) => {
-                let key = self
-                    .keys
-                    .remove(old)
-                    .unwrap_or_else(|| unreachable!("every stamped key is indexed by stamp"));
-                *old = stamp;
-                self.keys.insert(stamp, key);
+        let next = self.log.len();
+        match self.at.get_mut(key) {
+            Some(at) => {
+                let key = self.log[*at]
+                    .1
+                    .take()
+                    .unwrap_or_else(|| unreachable!("a key's entry is never empty"));
+                *at = next;
+                self.empties += 1;
+                self.log.push((stamp, Some(key)));
             }
             None => {
-                self.last.insert(key.clone(), stamp);
-                self.keys.insert(stamp, key.clone());
+                self.at.insert(key.clone(), next);
+                self.log.push((stamp, Some(key.clone())));
             }
+        }
+        if self.empties >= STAMP_LOG_EMPTIES_MIN && self.empties * 2 > self.log.len() {
+            self.compact();
+        }
+    }
+
+    /// Drops the emptied entries and points every key at its new place.
+    fn compact(&mut self) {
+        self.log.retain(|(_, k)| k.is_some());
+        self.empties = 0;
+        for (i, (_, key)) in self.log.iter().enumerate() {
+            let key = key
+                .as_ref()
+                .unwrap_or_else(|| unreachable!("empty entries were dropped"));
+            *self
+                .at
+                .get_mut(key)
+                .unwrap_or_else(|| unreachable!("every logged key is indexed")) = i;
         }
     }
 
     /// The keys stamped after `after`, in key order.
     fn since(&self, after: u64) -> BTreeSet<&K> {
-        self.keys.range(after + 1..).map(|(_, k)| k).collect()
+        let from = self.log.partition_point(|(stamp, _)| *stamp <= after);
+        self.log[from..]
+            .iter()
+            .filter_map(|(_, k)| k.as_ref())
+            .collect()
     }
 }
 
@@ -160,5 +201,62 @@ impl LiveState {
             complete: false,
             cursor: now,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::{STAMP_LOG_EMPTIES_MIN, Stamps};
+
+    /// The keys after each stamp, as a map of every key's last stamp
+    /// lists them.
+    fn model_since(last: &BTreeMap<u32, u64>, after: u64) -> BTreeSet<u32> {
+        last.iter()
+            .filter(|(_, s)| **s > after)
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    #[test]
+    fn the_keys_after_a_stamp_are_those_whose_last_stamp_is_later_across_compactions() {
+        let mut stamps = Stamps::default();
+        let mut last = BTreeMap::new();
+        // A few hot keys stamped over and over among many cold ones, so the
+        // log compacts several times.
+        let mut x: u64 = 7;
+        let writes = (STAMP_LOG_EMPTIES_MIN * 8) as u64;
+        for stamp in 1..=writes {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let key = if x >> 60 < 12 {
+                (x >> 33) as u32 % 16
+            } else {
+                (x >> 33) as u32 % 5_000
+            };
+            stamps.stamp(&key, stamp);
+            last.insert(key, stamp);
+            assert!(
+                stamps.log.len() <= 2 * last.len() + STAMP_LOG_EMPTIES_MIN,
+                "the log stays within twice its keys: {} entries, {} keys",
+                stamps.log.len(),
+                last.len()
+            );
+            if stamp % 997 == 0 {
+                for after in [0, stamp / 2, stamp - 10, stamp - 1, stamp] {
+                    let got: BTreeSet<u32> = stamps.since(after).into_iter().copied().collect();
+                    assert_eq!(
+                        got,
+                        model_since(&last, after),
+                        "after {after} at stamp {stamp}"
+                    );
+                }
+            }
+        }
+        assert!(
+            stamps.log.len() < writes as usize / 2,
+            "the log was compacted: {} entries after {writes} writes",
+            stamps.log.len()
+        );
     }
 }
