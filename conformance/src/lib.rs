@@ -193,6 +193,7 @@ macro_rules! conformance_tests {
             status_counts_match_the_store,
             data_plane_handle_serves_the_same_store,
             change_feed_adds_up_to_a_full_inspection,
+            change_feed_stays_exact_over_many_rewrites_of_the_same_rows,
         ] }
         $crate::__conformance_area! { $harness; race: [
             racing_resolves_of_one_action_create_one_assignment,
