@@ -207,6 +207,16 @@ fn an_unknown_outcome_left_held_is_caught() {
     )));
 }
 
+// spec: CAT-8
+#[test]
+fn a_continuation_page_that_skips_a_capability_is_caught() {
+    let h = planted(Plant::PageSkipsNext);
+    assert!(fails(catalog::pages_are_ordered_and_bounded_by_items(&h)));
+    assert!(!fails(catalog::pages_are_ordered_and_bounded_by_items(
+        &connreg_conformance::memory::MemoryHarness
+    )));
+}
+
 /// The unplanted backend passes the same checks, so the failures above
 /// come from the plants.
 #[test]

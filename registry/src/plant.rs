@@ -39,11 +39,14 @@ pub enum Plant {
     /// leaves the reservation held (SETTLE-3, SETTLE-4): the caller is
     /// told there was nothing to release.
     SettleKeepsUnknown,
+    /// A continuation page leaves out the first capability after its
+    /// cursor (CAT-8): a paged read never lists it.
+    PageSkipsNext,
 }
 
 impl Plant {
     /// Every plant, in a fixed order.
-    pub const ALL: [Plant; 12] = [
+    pub const ALL: [Plant; 13] = [
         Plant::FailoverOnRetry,
         Plant::NoActionSerialization,
         Plant::DoubleRelease,
@@ -56,6 +59,7 @@ impl Plant {
         Plant::SettleRewritesOutcome,
         Plant::CircuitNeverResets,
         Plant::SettleKeepsUnknown,
+        Plant::PageSkipsNext,
     ];
 
     /// The plant's name, as the CLI spells it.
@@ -73,6 +77,7 @@ impl Plant {
             Plant::SettleRewritesOutcome => "settle-rewrites-outcome",
             Plant::CircuitNeverResets => "circuit-never-resets",
             Plant::SettleKeepsUnknown => "settle-keeps-unknown",
+            Plant::PageSkipsNext => "page-skips-next",
         }
     }
 
@@ -102,6 +107,9 @@ impl Plant {
             }
             Plant::SettleKeepsUnknown => {
                 "a settlement of an unknown outcome answers released: false and keeps the reservation"
+            }
+            Plant::PageSkipsNext => {
+                "a continuation page leaves out the first capability after its cursor"
             }
         }
     }

@@ -331,6 +331,7 @@ struct Route {
 /// - `heartbeat-advances-revision`: a heartbeat is applied.
 /// - `mixed-revision-pages`: a page is answered `stale_cursor`, or a
 ///   continuation is answered at another revision than its cursor's page.
+/// - `page-skips-next`: a continuation page is answered with entries.
 /// - `over-capacity`: a resolve is answered `no_capacity`, or a replica
 ///   row shows as many reservations as its capacity, or a scope row its
 ///   limit.
@@ -775,6 +776,9 @@ impl Probes {
                         self.plant(PlantedBug::Store(Plant::MixedRevisionPages))
                     }
                     Ok(p) => {
+                        if cursor.is_some() && !p.entries.is_empty() {
+                            self.plant(PlantedBug::Store(Plant::PageSkipsNext));
+                        }
                         if let Some(c) = cursor
                             && self
                                 .page_revisions

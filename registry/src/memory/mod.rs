@@ -189,6 +189,7 @@ enum Planted {
     SettleRewritesOutcome,
     CircuitNeverResets,
     SettleKeepsUnknown,
+    PageSkipsNext,
 }
 
 #[cfg(feature = "plant")]
@@ -212,7 +213,14 @@ impl CatalogRead for MemoryRegistry {
         let planned = crate::catalog::PlannedQuery::plan(&query, &self.config.cursor_keys)?;
         let store = self.lock()?;
         let mixed = self.planted(PlantKind::MixedRevisionPages);
-        store.catalog.page(&planned, mixed)
+        let mut page = store.catalog.page(&planned, mixed)?;
+        if self.planted(PlantKind::PageSkipsNext)
+            && query.cursor.is_some()
+            && !page.entries.is_empty()
+        {
+            page.entries.remove(0);
+        }
+        Ok(page)
     }
 
     async fn catalog_revision(&self) -> Result<Revision> {

@@ -5,12 +5,12 @@
 //! chain eligible at the revision the route says it read (ROUTE-5, ROUTE-9),
 //! and may a tenant see a capability at a page's revision (CAT-5).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use connreg::{
     AdmissionScope, Binding, BindingId, CapabilityId, Change, ConnectorType, ConnectorTypeId,
-    ConnectorVersion, Instance, InstanceId, Publication, RouteAssignment, ScopeId, TenantId,
-    VersionId,
+    ConnectorVersion, Instance, InstanceId, Publication, Reader, RouteAssignment, ScopeId,
+    TenantId, VersionId,
 };
 
 /// The catalog at one revision.
@@ -142,6 +142,30 @@ impl CatalogModel {
     /// The limit of admission scope `id` in this catalog.
     pub fn scope_limit(&self, id: &ScopeId) -> Option<u32> {
         self.scopes.get(id).map(|s| s.limit)
+    }
+
+    /// Every capability `reader` may see listed (CAT-5, CAT-7, CAT-8): a
+    /// tenant's through one of its eligible binding chains; an internal
+    /// reader's through anyone's, or every active one when it reads
+    /// unbound capabilities too; an anonymous reader's, none.
+    pub fn visible_to(&self, reader: &Reader) -> BTreeSet<CapabilityId> {
+        self.definitions
+            .iter()
+            .filter(|(_, active)| **active)
+            .map(|(id, _)| id)
+            .filter(|id| match reader {
+                Reader::Anonymous => false,
+                Reader::Tenant(tenant) => self.tenant_sees(tenant, id),
+                Reader::Internal { include_unbound } => {
+                    *include_unbound
+                        || self.bindings.values().any(|b| {
+                            &b.capability == *id
+                                && self.chain_refusal(&b.id, &b.tenant, id).is_none()
+                        })
+                }
+            })
+            .cloned()
+            .collect()
     }
 
     /// True when `tenant` may see `capability` in its catalog (CAT-5).

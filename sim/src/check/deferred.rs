@@ -2,15 +2,18 @@
 //! on a real database a reader's answer can be recorded before the
 //! publication that made its revision.
 
+use std::collections::BTreeSet;
+
 use connreg::catalog::{CatalogPage, Reader};
-use connreg::{Revision, RouteAssignment, RouteRequest};
+use connreg::{CapabilityId, Revision, RouteAssignment, RouteRequest};
 
 use super::Checker;
 
 /// A check that waits for the publication of the revision it read.
 #[derive(Debug)]
 pub(super) enum Deferred {
-    Page(Reader, CatalogPage),
+    /// A page, with its read's whole listing when it ended a paged read.
+    Page(Reader, CatalogPage, Option<BTreeSet<CapabilityId>>),
     Route(Box<(RouteRequest, RouteAssignment)>),
 }
 
@@ -34,7 +37,7 @@ impl Checker {
         let waiting = std::mem::take(&mut self.deferred);
         for d in waiting {
             let revision = match &d {
-                Deferred::Page(_, page) => page.revision,
+                Deferred::Page(_, page, _) => page.revision,
                 Deferred::Route(r) => r.1.policy.catalog_revision,
             };
             if !all && !self.catalogs.contains_key(&revision) {
@@ -42,7 +45,9 @@ impl Checker {
                 continue;
             }
             match d {
-                Deferred::Page(reader, page) => self.check_page(&reader, &page),
+                Deferred::Page(reader, page, listing) => {
+                    self.check_page(&reader, &page, listing.as_ref());
+                }
                 Deferred::Route(r) => self.check_eligible(&r.0, &r.1),
             }
         }

@@ -3,13 +3,21 @@
 //! made, and a conflict answer reveals nothing of another tenant's
 //! assignment (ROUTE-4).
 
-use connreg::RouteRequest;
-use connreg::catalog::{CatalogPage, Reader};
+use std::collections::BTreeSet;
 
+use connreg::catalog::{CatalogPage, Reader};
+use connreg::{CapabilityId, RouteRequest};
+
+use super::pages::listing_faults;
 use super::{Checker, invariant};
 
 impl Checker {
-    pub(super) fn check_page(&mut self, reader: &Reader, page: &CatalogPage) {
+    pub(super) fn check_page(
+        &mut self,
+        reader: &Reader,
+        page: &CatalogPage,
+        listing: Option<&BTreeSet<CapabilityId>>,
+    ) {
         let Some(model) = self.catalogs.get(&page.revision) else {
             self.violate(
                 invariant::REVISION,
@@ -20,6 +28,9 @@ impl Checker {
             );
             return;
         };
+        let faults = listing
+            .map(|listed| listing_faults(model, reader, page.revision, listed))
+            .unwrap_or_default();
         match reader {
             Reader::Tenant(tenant) => {
                 let hidden: Vec<String> = page
@@ -47,6 +58,9 @@ impl Checker {
                 }
             }
             Reader::Internal { .. } => {}
+        }
+        for fault in faults {
+            self.violate(invariant::PAGES, fault);
         }
     }
 

@@ -27,6 +27,8 @@
 //! - `catalog`: the catalog model rebuilt from publications.
 //! - `deferred`: checks that wait for the publication of their revision.
 //! - `disclosure`: `no_cross_tenant_disclosure` in pages and conflicts.
+//! - `pages`: `pages_list_all_once`, paged reads followed through their
+//!   cursors.
 //! - `eligible`: `route_eligibility`.
 //! - `unavailable`: `no_spurious_unavailable`, the database fault windows.
 //! - `orphan`: `no_orphan_reservation`, how actions ended.
@@ -55,6 +57,7 @@
 //! | `settlement_truthful` | PIN-7, SETTLE-5 | a settlement records `cancelled` for work in the ledger that no cancel stopped, or `completed` for work the ledger does not hold |
 //! | `capacity_accounting` | ROUTE-7, SETTLE-3, REC-8 | a replica's active count or a scope's counter differs from the live reservations (by the store's rows, and by the answers), or exceeds its limit; the store frees a reservation no answer released; a maintenance answer miscounts its releases |
 //! | `page_single_revision` | CAT-8, CAT-9 | a continuation page is read at another revision than its cursor's |
+//! | `pages_list_all_once` | CAT-8 | a page lists a capability out of order or twice, or more entries than its limit; a continuation starts at or before the last capability of the page before; a paged read followed from its first page to its last at one revision (no filter) leaves out a capability its reader may see, or (internal readers) lists one it may not |
 //! | `revision_by_publication` | CAT-1, CAT-3 | a revision appears that no publication made, or a publication skips one |
 //! | `fence_unique` | ROUTE-7, SETTLE-2 | a fence is issued twice or held by two actions |
 //! | `no_cross_tenant_disclosure` | ROUTE-4, CAT-5, CAT-7 | an answer carries another tenant's route, or a page lists what the reader may not call |
@@ -92,6 +95,7 @@ mod failover;
 mod finish;
 mod leak;
 mod orphan;
+mod pages;
 mod progress;
 mod publication;
 mod recheck;
@@ -143,6 +147,8 @@ pub mod invariant {
     pub const CAPACITY: (&str, &str) = ("capacity_accounting", "ROUTE-7 SETTLE-3 REC-8");
     /// See the module table.
     pub const ONE_REVISION: (&str, &str) = ("page_single_revision", "CAT-8 CAT-9");
+    /// See the module table.
+    pub const PAGES: (&str, &str) = ("pages_list_all_once", "CAT-8");
     /// See the module table.
     pub const REVISION: (&str, &str) = ("revision_by_publication", "CAT-1 CAT-3");
     /// See the module table.
@@ -236,6 +242,9 @@ pub struct Checker {
     catalogs: BTreeMap<Revision, CatalogModel>,
     max_published: Revision,
     cursors: BTreeMap<String, Revision>,
+    /// Paged reads followed through their cursors (`pages_list_all_once`),
+    /// at most `pages::PAGED_READS_MAX`.
+    paged: BTreeMap<String, pages::PagedRead>,
     open_actions: BTreeMap<(String, u64), ActionId>,
     deadline_ms: Option<u64>,
     /// When the drain must have ended every reservation (`reservations_end`).
@@ -797,11 +806,12 @@ impl Checker {
                         );
                     }
                 }
+                let listing = self.follow_pages(query, page);
                 if self.awaits_publication(page.revision) {
                     self.deferred
-                        .push(Deferred::Page(query.reader.clone(), page.clone()));
+                        .push(Deferred::Page(query.reader.clone(), page.clone(), listing));
                 } else {
-                    self.check_page(&query.reader, page);
+                    self.check_page(&query.reader, page, listing.as_ref());
                 }
                 if let Some(next) = &page.next {
                     self.cursors.insert(next.clone(), page.revision);
