@@ -12,7 +12,7 @@ use connreg::plant::Plant;
 use connreg::{MaintainParams, Outcome};
 use connreg_conformance::fixture::{self, FleetOptions, acme, crm_create, globex};
 use connreg_conformance::memory::PlantedHarness;
-use connreg_conformance::{catalog, check, model, pin, race, route, run, settle};
+use connreg_conformance::{catalog, check, lease, model, pin, race, route, run, settle};
 
 /// True when the async check panics (fails) on a fresh runtime.
 fn fails<F: Future>(test: F) -> bool {
@@ -215,6 +215,15 @@ fn a_continuation_page_that_skips_a_capability_is_caught() {
     assert!(!fails(catalog::pages_are_ordered_and_bounded_by_items(
         &connreg_conformance::memory::MemoryHarness
     )));
+}
+
+// spec: LEASE-1, EVID-1
+#[test]
+fn a_heartbeat_that_keeps_the_old_lease_is_caught() {
+    let h = planted(Plant::HeartbeatKeepsLease);
+    assert!(fails(lease::heartbeat_advances_sequence_and_lease(&h)));
+    let clean = connreg_conformance::memory::MemoryHarness;
+    assert!(!fails(lease::heartbeat_advances_sequence_and_lease(&clean)));
 }
 
 /// The unplanted backend passes the same checks, so the failures above

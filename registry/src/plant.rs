@@ -42,11 +42,15 @@ pub enum Plant {
     /// A continuation page leaves out the first capability after its
     /// cursor (CAT-8): a paged read never lists it.
     PageSkipsNext,
+    /// An applied heartbeat leaves the replica's lease where it was
+    /// (LEASE-1, EVID-1): maintenance then expires a replica whose last
+    /// applied heartbeat renewed it.
+    HeartbeatKeepsLease,
 }
 
 impl Plant {
     /// Every plant, in a fixed order.
-    pub const ALL: [Plant; 13] = [
+    pub const ALL: [Plant; 14] = [
         Plant::FailoverOnRetry,
         Plant::NoActionSerialization,
         Plant::DoubleRelease,
@@ -60,6 +64,7 @@ impl Plant {
         Plant::CircuitNeverResets,
         Plant::SettleKeepsUnknown,
         Plant::PageSkipsNext,
+        Plant::HeartbeatKeepsLease,
     ];
 
     /// The plant's name, as the CLI spells it.
@@ -78,6 +83,7 @@ impl Plant {
             Plant::CircuitNeverResets => "circuit-never-resets",
             Plant::SettleKeepsUnknown => "settle-keeps-unknown",
             Plant::PageSkipsNext => "page-skips-next",
+            Plant::HeartbeatKeepsLease => "heartbeat-keeps-lease",
         }
     }
 
@@ -110,6 +116,9 @@ impl Plant {
             }
             Plant::PageSkipsNext => {
                 "a continuation page leaves out the first capability after its cursor"
+            }
+            Plant::HeartbeatKeepsLease => {
+                "an applied heartbeat leaves the replica's lease where it was"
             }
         }
     }

@@ -328,7 +328,8 @@ struct Route {
 ///   reservation no answer released.
 /// - `ignore-fence`: a settlement names a fence other than the action's
 ///   route's, or is answered `fence_lost`.
-/// - `heartbeat-advances-revision`: a heartbeat is applied.
+/// - `heartbeat-advances-revision`, `heartbeat-keeps-lease`: a heartbeat
+///   is applied.
 /// - `mixed-revision-pages`: a page is answered `stale_cursor`, or a
 ///   continuation is answered at another revision than its cursor's page.
 /// - `page-skips-next`: a continuation page is answered with entries.
@@ -757,7 +758,10 @@ impl Probes {
             }
             Response::Heartbeat {
                 result: Ok(HeartbeatOutcome::Applied),
-            } => self.plant(PlantedBug::Store(Plant::HeartbeatAdvancesRevision)),
+            } => {
+                self.plant(PlantedBug::Store(Plant::HeartbeatAdvancesRevision));
+                self.plant(PlantedBug::Store(Plant::HeartbeatKeepsLease));
+            }
             Response::Maintain { result: Ok(m) } if to_registry => {
                 if !m.expired.is_empty() {
                     self.plant(PlantedBug::MaintainOvercount);

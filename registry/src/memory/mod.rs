@@ -190,6 +190,7 @@ enum Planted {
     CircuitNeverResets,
     SettleKeepsUnknown,
     PageSkipsNext,
+    HeartbeatKeepsLease,
 }
 
 #[cfg(feature = "plant")]
@@ -260,7 +261,8 @@ impl ReplicaLifecycle for MemoryRegistry {
         params.validate()?;
         let now = self.clock.now();
         let mut store = self.lock()?;
-        let outcome = store.live.heartbeat(&params, now)?;
+        let keep_lease = self.planted(PlantKind::HeartbeatKeepsLease);
+        let outcome = store.live.heartbeat(&params, now, keep_lease)?;
         if outcome == HeartbeatOutcome::Applied
             && self.planted(PlantKind::HeartbeatAdvancesRevision)
         {

@@ -120,10 +120,14 @@ impl LiveState {
     }
 
     /// LEASE-1: newer sequences advance; older ones are ignored.
+    /// LEASE-1: an applied heartbeat renews the lease to `now` plus its
+    /// TTL. `keep_lease` is the `heartbeat-keeps-lease` plant: the beat is
+    /// applied and the lease left where it was.
     pub(crate) fn heartbeat(
         &mut self,
         params: &HeartbeatParams,
         now: Timestamp,
+        keep_lease: bool,
     ) -> Result<HeartbeatOutcome> {
         let r = self.replica_mut(&params.replica)?;
         if r.state == ReplicaState::Offline {
@@ -134,7 +138,9 @@ impl LiveState {
         }
         let old = r.lease_expires_at;
         r.health_seq = params.health_seq;
-        r.lease_expires_at = now.plus_ms(params.lease_ttl_ms);
+        if !keep_lease {
+            r.lease_expires_at = now.plus_ms(params.lease_ttl_ms);
+        }
         let new = r.lease_expires_at;
         self.leases.remove(&(old, params.replica.clone()));
         self.leases.insert((new, params.replica.clone()));
