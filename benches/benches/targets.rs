@@ -164,6 +164,14 @@ fn mass_expiry_or_exit(backend: connreg_sim::BackendKind) -> MassExpiry {
     })
 }
 
+/// The figure, or the bench ends with what failed.
+fn or_exit<T>(what: &str, figure: Result<T, String>) -> T {
+    figure.unwrap_or_else(|e| {
+        eprintln!("targets: {what}: {e}");
+        std::process::exit(1);
+    })
+}
+
 fn main() {
     if let Ok(backend) = std::env::var(MASS_EXPIRY_CHILD) {
         mass_expiry_child(&backend);
@@ -223,28 +231,12 @@ fn main() {
         }
     }
     criterion.final_summary();
-    let per_route = if parts.contains(&"alloc") {
-        match memory_per_route() {
-            Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!("targets: memory per route: {e}");
-                std::process::exit(1);
-            }
-        }
-    } else {
-        None
-    };
-    let seeds_per_minute = if parts.contains(&"sim") {
-        match sim_seeds_per_minute(secs.max(10)) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!("targets: simulator: {e}");
-                std::process::exit(1);
-            }
-        }
-    } else {
-        None
-    };
+    let per_route = parts
+        .contains(&"alloc")
+        .then(|| or_exit("memory per route", memory_per_route()));
+    let seeds_per_minute = parts
+        .contains(&"sim")
+        .then(|| or_exit("simulator", sim_seeds_per_minute(secs.max(10))));
     let expiry_memory = parts
         .contains(&"sim")
         .then(|| mass_expiry_or_exit(connreg_sim::BackendKind::Memory));
