@@ -128,7 +128,27 @@ pub enum Sub {
 }
 
 /// The backend and target the arguments name, or why they do not fit.
-fn target(cli: &Cli, contract_backend: BackendKind) -> Result<(BackendKind, PgTarget), String> {
+fn target(cli: &Cli, contract: &Contract) -> Result<(BackendKind, PgTarget), String> {
+    let contract_backend = contract.backend;
+    let failover = contract.failover.is_some();
+    if failover && cli.standby.is_none() {
+        return Err(
+            "the contract's [failover] fails over a primary and standby the run starts \
+                    itself: pass --standby synchronous (or asynchronous); a server named by URL \
+                    or a single throwaway server is never failed over"
+                .into(),
+        );
+    }
+    if contract.failover.is_some_and(|f| f.detach_ms.is_some())
+        && cli.standby != Some(StandbyArg::Asynchronous)
+    {
+        return Err(
+            "the contract's failover.detach_ms cuts an asynchronous standby off before \
+                    the failover: pass --standby asynchronous (a synchronous primary would hold \
+                    every commit waiting for it)"
+                .into(),
+        );
+    }
     match (&cli.control_url, &cli.data_url) {
         (Some(control_url), Some(data_url)) => {
             if cli.backend == Some(BackendKind::Memory) {
@@ -177,6 +197,7 @@ fn target(cli: &Cli, contract_backend: BackendKind) -> Result<(BackendKind, PgTa
                     backend,
                     PgTarget::Pair {
                         replication: standby.replication(),
+                        failover,
                     },
                 ));
             }
@@ -238,7 +259,7 @@ pub fn main() -> ExitCode {
             reason: e.to_string(),
         });
     }
-    let (backend, target) = match target(&cli, contract.backend) {
+    let (backend, target) = match target(&cli, &contract) {
         Ok(t) => t,
         Err(reason) => return fail(&QualifyError::Options { reason }),
     };
@@ -256,6 +277,12 @@ pub fn main() -> ExitCode {
                 "--processes {processes} must be 1 to {} (PROCESSES_MAX)",
                 super::limits::PROCESSES_MAX
             ),
+        });
+    }
+    if processes > 1 && contract.failover.is_some() {
+        return fail(&QualifyError::Options {
+            reason: "the contract's [failover] runs in one registry process: drop --processes"
+                .into(),
         });
     }
     if processes > 1 && backend == BackendKind::Memory {

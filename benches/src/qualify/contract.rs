@@ -23,7 +23,7 @@ use connreg::limits::{
 use connreg::{CircuitPolicy, Region, RegistryConfig};
 use serde::{Deserialize, Serialize};
 
-pub use events::{Expiry, Publications};
+pub use events::{Expiry, Failover, Publications};
 
 use super::fleet::FleetShape;
 use super::limits::{
@@ -95,6 +95,10 @@ pub struct Contract {
     /// trial's measured run.
     #[serde(default)]
     pub publications: Option<Publications>,
+    /// Optional (PostgreSQL, `--standby`): a failover of the database
+    /// inside the first trial's measured run.
+    #[serde(default)]
+    pub failover: Option<Failover>,
 }
 
 fn default_seed() -> u64 {
@@ -440,7 +444,8 @@ impl Contract {
         self.validate_mix()?;
         self.validate_thresholds()?;
         self.validate_expiry()?;
-        self.validate_publications()
+        self.validate_publications()?;
+        self.validate_failover()
     }
 
     fn validate_meta(&self) -> Result<(), Invalid> {

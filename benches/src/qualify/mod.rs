@@ -14,6 +14,7 @@
 //! - [`workload`]: the clients and their operation mix.
 //! - [`events`]: a zone's lease expiry and an operator's publications
 //!   inside a trial's measured run.
+//! - [`failover`]: a `[failover]` of the run's own primary and standby.
 //! - [`stats`]: counts, errors by kind, latency histograms.
 //! - [`check`]: invariants, as answers arrive and over a final inspection.
 //! - [`report`]: the JSON report, thresholds and verdict, the summary.
@@ -41,6 +42,7 @@ pub mod contract;
 pub mod dbcheck;
 pub mod error;
 pub mod events;
+pub mod failover;
 pub mod fleet;
 pub mod limits;
 pub mod multi;

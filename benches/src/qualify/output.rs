@@ -332,6 +332,26 @@ pub fn markdown(r: &Report, plots: &[(&str, String)]) -> String {
             );
         }
     }
+    if let Some(f) = &r.failover {
+        let _ = writeln!(
+            s,
+            "\n## Failover\n\n| replication | happened | at ms | without a primary ms | connections cut | calls answered unavailable | answered routes lost |\n|---|---|---|---|---|---|---|\n| {} | {} | {:.0} | {:.0} | {} | {} | {} |",
+            f.replication,
+            if f.happened { "yes" } else { "**no**" },
+            f.at_ms,
+            f.without_primary_ms,
+            f.connections_cut,
+            f.unavailable_calls,
+            if f.lost_routes == 0 {
+                "0".to_string()
+            } else {
+                format!("**{}**", f.lost_routes)
+            },
+        );
+        if let Some(reason) = &f.error {
+            let _ = writeln!(s, "\nThe failover failed: {reason}.");
+        }
+    }
     let i = &r.invariants;
     let _ = writeln!(
         s,

@@ -13,6 +13,7 @@ use super::cleanup::CleanupFacts;
 use super::contract::{BackendKind, Thresholds};
 use super::dbcheck::DatabaseCheck;
 use super::events::{ExpiryFacts, PublicationFacts};
+use super::failover::FailoverFacts;
 use super::provenance::{self, Provenance};
 use super::server::ServerFacts;
 use super::stats::LatencySummary;
@@ -89,6 +90,10 @@ pub struct Report {
     /// otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publications: Option<PublicationFacts>,
+    /// With a `[failover]`: what it did and what it cost (absent
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<FailoverFacts>,
 }
 
 /// How the run went as a whole.
@@ -751,6 +756,28 @@ impl Report {
                 number(p.latency.p50_ms),
                 number(p.latency.p99_ms),
                 number(p.latency.max_ms),
+            );
+        }
+        if let Some(f) = &self.failover {
+            let _ = writeln!(
+                s,
+                "failover:   {} replication; {}",
+                f.replication,
+                if f.happened {
+                    format!(
+                        "at {} ms, {} ms without a primary, {} connections cut, {} calls answered unavailable, {} answered routes lost",
+                        number(f.at_ms),
+                        number(f.without_primary_ms),
+                        f.connections_cut,
+                        f.unavailable_calls,
+                        f.lost_routes
+                    )
+                } else {
+                    format!(
+                        "did not happen ({})",
+                        f.error.as_deref().unwrap_or("the run ended first")
+                    )
+                }
             );
         }
         let _ = writeln!(

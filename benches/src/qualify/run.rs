@@ -19,6 +19,7 @@ use super::check::{Expect, Violations, check_store};
 use super::cleanup::{self, CleanupFacts};
 use super::contract::{BackendKind, Contract, RunLength};
 use super::error::QualifyError;
+use super::failover::{self, FailoverTarget};
 use super::fleet::{self, FleetPlan, RegisterFailure};
 use super::progress::ProgressMode;
 use super::provenance::{self, Provenance};
@@ -43,12 +44,14 @@ pub const CLOCK_START_MS: u64 = 1_000_000;
 pub const FIRST_HEARTBEAT_SEQ: u64 = 2;
 
 /// What a PostgreSQL run hands the trials and the end check.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct PgSide<'a> {
     /// The data role's URL, for worker processes.
     data_url: &'a str,
     /// The control role's options, for the whole-database checks.
     control: &'a connreg::postgres::PgConnectOptions,
+    /// With a `[failover]`: the pair behind the pools' proxy.
+    failover: Option<FailoverTarget>,
 }
 
 /// How to run a contract, besides the contract itself.
@@ -145,7 +148,7 @@ pub async fn qualify(
                 PgTarget::Throwaway { durable: false } => {
                     "opening a fresh PostgreSQL database (connreg-pgtest)".to_string()
                 }
-                PgTarget::Pair { replication } => format!(
+                PgTarget::Pair { replication, .. } => format!(
                     "starting a throwaway primary with fsync=on and a {} standby",
                     replication.as_str()
                 ),
@@ -172,6 +175,7 @@ pub async fn qualify(
                 Some(PgSide {
                     data_url: &opened.data_url,
                     control: &opened.control,
+                    failover: opened.failover.clone(),
                 }),
                 progress,
             )
@@ -190,7 +194,11 @@ pub async fn qualify(
                     match &opened.pgbench {
                         Err(reason) => PgbenchFacts::skipped(reason.clone(), resolves),
                         Ok(pgbench) => {
-                            let pgbench = pgbench.clone();
+                            // After a failover, on the promoted server.
+                            let pgbench = match &opened.failover {
+                                Some(f) => pgbench.with_port(f.primary_port()),
+                                None => pgbench.clone(),
+                            };
                             // Every process's clients: the registry's whole load.
                             let clients = contract.load.clients.min(opened.facts.data_connections)
                                 * options.processes;
@@ -315,6 +323,7 @@ where
         .as_ref()
         .map(|_| events::Publisher::new(&plan));
     let mut published_last = published_at;
+    let mut failed_over: Option<failover::FailoverFacts> = None;
     for trial in 0..trials {
         if options.interrupted.load(Ordering::Relaxed) {
             break;
@@ -368,6 +377,19 @@ where
                     measure_from,
                     until,
                     clients_done.clone(),
+                    options.interrupted.clone(),
+                ))
+            });
+        // The pair fails over once, in the first (and only) trial.
+        let failover_task = contract
+            .failover
+            .zip(pg.as_ref().and_then(|p| p.failover.clone()))
+            .filter(|_| trial == 0)
+            .map(|(f, target)| {
+                tokio::spawn(failover::fail_over_at(
+                    target,
+                    f,
+                    measure_from,
                     options.interrupted.clone(),
                 ))
             });
@@ -471,6 +493,31 @@ where
             publications.push(published.facts);
             publisher = Some(published.publisher);
         }
+        if let Some(task) = failover_task {
+            let mut facts = task.await.map_err(|e| QualifyError::Run {
+                reason: format!("the failover task failed: {e}"),
+            })?;
+            facts.unavailable_calls = outcome
+                .tally
+                .errors
+                .iter()
+                .filter(|((_, kind), _)| *kind == "unavailable")
+                .map(|(_, n)| n)
+                .sum();
+            progress(&match &facts.error {
+                None if facts.happened => format!(
+                    "trial {}: failed over at {:.0} ms, {:.0} ms without a primary, {} connections cut, {} calls answered unavailable",
+                    trial + 1,
+                    facts.at_ms,
+                    facts.without_primary_ms,
+                    facts.connections_cut,
+                    facts.unavailable_calls
+                ),
+                None => format!("trial {}: the run ended before the failover", trial + 1),
+                Some(reason) => format!("trial {}: the failover failed: {reason}", trial + 1),
+            });
+            failed_over = Some(facts);
+        }
         outcomes.push(outcome);
     }
 
@@ -515,7 +562,12 @@ where
             trial: i as u32 + 1,
             warmup_ms,
             warmup_operations: o.warmup_operations,
-            measured: measure(&o.tally, o.elapsed.as_secs_f64(), o.stopped_by),
+            measured: measure(
+                &o.tally,
+                o.elapsed.as_secs_f64(),
+                o.stopped_by,
+                failed_over.is_some(),
+            ),
             timeline: o.timeline.clone(),
             expiry: expiries.get(i).cloned(),
             publications: publications.get(i).cloned(),
@@ -528,7 +580,7 @@ where
         .or_else(|| outcomes.last().map(|o| o.stopped_by))
         .unwrap_or(StopReason::Interrupted);
     let pooled_secs: f64 = outcomes.iter().map(|o| o.elapsed.as_secs_f64()).sum();
-    let measured = measure(&pooled, pooled_secs, stopped_by);
+    let measured = measure(&pooled, pooled_secs, stopped_by, failed_over.is_some());
     let per_trial: Vec<&Measured> = trial_facts.iter().map(|t| &t.measured).collect();
     let mut thresholds = evaluate_trials(
         &contract.thresholds,
@@ -537,6 +589,10 @@ where
         violations.total(),
     );
     events_thresholds(contract, &expiries, &publications, &mut thresholds);
+    if let Some(facts) = &mut failed_over {
+        facts.count_lost(&violations);
+    }
+    failover_thresholds(contract, failed_over.as_ref(), &mut thresholds);
     if let Some(min) = contract.thresholds.synchronous_standbys_min {
         // Replication as the server stood when the run began; before the
         // invariant threshold, which stays last.
@@ -631,7 +687,46 @@ where
         verdict,
         expiry: events::ExpiryFacts::pool(&expiries),
         publications: events::PublicationFacts::pool(&publications, &publication_latency),
+        failover: failed_over,
     })
+}
+
+/// The thresholds of a `[failover]`, before the invariant threshold
+/// (which stays last): it happened, no answered route was lost, and the
+/// time without a primary when the contract bounds it.
+fn failover_thresholds(
+    contract: &Contract,
+    facts: Option<&failover::FailoverFacts>,
+    thresholds: &mut Vec<ThresholdResult>,
+) {
+    let Some(f) = &contract.failover else {
+        return;
+    };
+    let happened = facts.is_some_and(|f| f.happened);
+    let mut add = vec![
+        ThresholdResult::over_trials(
+            "failovers_min",
+            Bound::AtLeast,
+            1.0,
+            vec![if happened { 1.0 } else { 0.0 }],
+        ),
+        ThresholdResult::over_trials(
+            "failover_lost_routes_max",
+            Bound::AtMost,
+            0.0,
+            vec![facts.map_or(0.0, |f| f.lost_routes as f64)],
+        ),
+    ];
+    if let Some(limit) = f.without_primary_ms_max {
+        add.push(ThresholdResult::over_trials(
+            "failover_without_primary_ms_max",
+            Bound::AtMost,
+            limit as f64,
+            vec![facts.map_or(f64::INFINITY, |f| f.without_primary_ms)],
+        ));
+    }
+    let at = thresholds.len().saturating_sub(1);
+    thresholds.splice(at..at, add);
 }
 
 /// The thresholds of `[expiry]` and `[publications]`, weighed in every
@@ -719,7 +814,10 @@ where
 }
 
 /// The figures of a merged tally over `secs` seconds.
-fn measure(tally: &Tally, secs: f64, stopped_by: StopReason) -> Measured {
+/// The figures of `tally`; with `failed_over`, calls that answered
+/// `unavailable` are expected (the calls the failover cut; the report's
+/// failover section counts them).
+fn measure(tally: &Tally, secs: f64, stopped_by: StopReason, failed_over: bool) -> Measured {
     let secs = secs.max(1e-9);
     let operations = tally.operations();
     let resolves_ok = tally.op(Operation::ResolveNew).ok + tally.op(Operation::ResolveDuplicate).ok;
@@ -729,7 +827,14 @@ fn measure(tally: &Tally, secs: f64, stopped_by: StopReason) -> Measured {
         .get(&(Operation::ResolveNew, "no_capacity"))
         .copied()
         .unwrap_or(0);
-    let unexpected = tally.unexpected_errors();
+    let expected =
+        |op: Operation, kind: &str| op.expects(kind) || (failed_over && kind == "unavailable");
+    let unexpected = tally
+        .errors
+        .iter()
+        .filter(|((op, kind), _)| !expected(*op, kind))
+        .map(|(_, n)| n)
+        .sum();
     let share = |n: u64, of: u64| if of == 0 { 0.0 } else { n as f64 / of as f64 };
     Measured {
         elapsed_ms: secs * 1000.0,
@@ -764,7 +869,7 @@ fn measure(tally: &Tally, secs: f64, stopped_by: StopReason) -> Measured {
             .map(|((op, kind), n)| ErrorCount {
                 operation: op.as_str().into(),
                 kind: (*kind).into(),
-                expected: op.expects(kind),
+                expected: expected(*op, kind),
                 count: *n,
             })
             .collect(),

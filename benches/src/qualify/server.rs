@@ -25,6 +25,7 @@ use connreg_pgtest::{LocalCluster, LocalOptions, ReplicatedPair, Replication, Te
 use serde::{Deserialize, Serialize};
 use sqlx::{Connection, PgConnection};
 
+use super::failover::FailoverTarget;
 use super::limits::{PG_CONTROL_CONNECTIONS, PG_DATA_CONNECTIONS_MAX, STANDBYS_REPORTED_MAX};
 use crate::resolve_bench::pgbench::Pgbench;
 
@@ -48,6 +49,9 @@ const WAITING_COMMITS: [&str; 2] = ["on", "remote_apply"];
 
 /// The database a durable throwaway cluster gets.
 const DURABLE_DATABASE: &str = "connreg_qualify";
+
+/// Where the proxy in front of a failover pair listens.
+const LOCAL_HOST: &str = "127.0.0.1";
 
 /// `max_connections` of a durable throwaway cluster.
 const DURABLE_CONNECTIONS_MAX: u32 = 200;
@@ -78,6 +82,9 @@ pub enum PgTarget {
     Pair {
         /// Synchronous (`remote_apply`) or asynchronous.
         replication: Replication,
+        /// The pools reach the primary through a proxy that can move to
+        /// the promoted standby (a contract's `[failover]`).
+        failover: bool,
     },
 }
 
@@ -241,6 +248,9 @@ pub struct Opened {
     pub pgbench: Result<Pgbench, String>,
     /// Keeps pgbench's throwaway database alive.
     pub pgbench_guard: Option<TestDatabase>,
+    /// With [`PgTarget::Pair`] `failover`: the pair behind the pools'
+    /// proxy.
+    pub failover: Option<FailoverTarget>,
 }
 
 /// Why a target could not be opened.
@@ -340,6 +350,7 @@ pub async fn open(
                     facts,
                     pgbench,
                     pgbench_guard: None,
+                    failover: None,
                 }),
                 Err(e) => {
                     registry.close().await;
@@ -386,6 +397,7 @@ pub async fn open(
                 facts,
                 pgbench,
                 pgbench_guard,
+                failover: None,
             })
         }
         PgTarget::Throwaway { durable: true } => {
@@ -406,9 +418,12 @@ pub async fn open(
                 superuser: cluster.superuser().to_string(),
                 source: "local",
             };
-            own_server(server, cluster, clock, config, data_connections).await
+            own_server(server, cluster, clock, config, data_connections, None).await
         }
-        PgTarget::Pair { replication } => {
+        PgTarget::Pair {
+            replication,
+            failover,
+        } => {
             let replication = *replication;
             let what = format!("start a primary and a {} standby", replication.as_str());
             let pair = tokio::task::spawn_blocking(move || {
@@ -434,7 +449,17 @@ pub async fn open(
                 url,
                 source: "local-pair",
             };
-            own_server(server, pair, clock, config, data_connections).await
+            let pair = std::sync::Arc::new(pair);
+            let through = if *failover {
+                Some(
+                    FailoverTarget::start(pair.clone())
+                        .await
+                        .map_err(OpenError::Unavailable)?,
+                )
+            } else {
+                None
+            };
+            own_server(server, pair, clock, config, data_connections, through).await
         }
     }
 }
@@ -453,13 +478,14 @@ struct OwnServer {
 /// A registry on a database of a server the run started (`guard` stops
 /// it when the registry goes): the database, a second one for pgbench,
 /// the two roles, the control role allowed to see the standbys
-/// (`pg_monitor`).
+/// (`pg_monitor`). With `through`, the pools connect through its proxy.
 async fn own_server(
     server: OwnServer,
     guard: impl Send + Sync + 'static,
     clock: ManualClock,
     config: RegistryConfig,
     data_connections: u32,
+    through: Option<FailoverTarget>,
 ) -> Result<Opened, OpenError> {
     let mut admin = PgConnection::connect(&server.url)
         .await
@@ -504,6 +530,11 @@ async fn own_server(
     let mut options = PgOptions::for_roles(&admin_db, &roles);
     options.data.max_connections = data_connections;
     options.control.max_connections = PG_CONTROL_CONNECTIONS;
+    if let Some(proxy) = &through {
+        let port = proxy.proxy_port();
+        options.control.connect = options.control.connect.clone().host(LOCAL_HOST).port(port);
+        options.data.connect = options.data.connect.clone().host(LOCAL_HOST).port(port);
+    }
     let control = options.control.connect.clone();
     let data = options.data.connect.clone();
     let registry = PgRegistry::connect(options, clock, config)
@@ -528,6 +559,7 @@ async fn own_server(
         facts,
         pgbench,
         pgbench_guard: None,
+        failover: through,
     })
 }
 

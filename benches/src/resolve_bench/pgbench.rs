@@ -17,6 +17,15 @@ pub struct Pgbench {
 }
 
 impl Pgbench {
+    /// The same pgbench aimed at another port of the same host (the
+    /// promoted server after a failover).
+    pub fn with_port(&self, port: u16) -> Pgbench {
+        Pgbench {
+            port,
+            ..self.clone()
+        }
+    }
+
     /// pgbench from the server's binaries, for `database`.
     pub fn for_database(database: &TestDatabase) -> Result<Pgbench, String> {
         let bindir = connreg_pgtest::bindir()

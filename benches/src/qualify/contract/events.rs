@@ -1,5 +1,5 @@
-//! The contract's optional event tables, `[expiry]` and
-//! `[publications]`: their types, their validation against the rest of
+//! The contract's optional event tables, `[expiry]`, `[publications]`
+//! and `[failover]`: their types, their validation against the rest of
 //! the contract, and what an `[expiry]` implies for the other replicas'
 //! leases. Running them inside a trial is `qualify::events`.
 
@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{Contract, Invalid, check_positive, check_range, invalid};
 use crate::qualify::limits::{
-    EXPIRY_MS_MAX, EXPIRY_ZONES_MAX, PUBLICATION_INTERVAL_MS_MAX, PUBLICATION_INTERVAL_MS_MIN,
+    EXPIRY_MS_MAX, EXPIRY_ZONES_MAX, FAILOVER_MS_MAX, PUBLICATION_INTERVAL_MS_MAX,
+    PUBLICATION_INTERVAL_MS_MIN,
 };
 
 /// A zone's lease expiry inside each trial's measured run: the replicas
@@ -44,6 +45,32 @@ pub struct Publications {
     /// Optional: highest 99th percentile latency of a publication, in
     /// milliseconds (a threshold).
     pub p99_ms_max: Option<f64>,
+}
+
+/// A failover of the registry's database inside the first trial's
+/// measured run, on a primary and standby the run starts itself
+/// (`--standby`): at `at_ms` the primary stops as a crash would, the
+/// standby is promoted, and the proxy the pools connect through moves to
+/// it, as a virtual IP would. Calls in flight answer `unavailable`; the
+/// run goes on against the promoted server, and the end check holds it to
+/// every answer a client was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failover {
+    /// When, in milliseconds after the start of the first trial's
+    /// measured run.
+    pub at_ms: u64,
+    /// Optional: longest time without a primary that accepts writes, in
+    /// milliseconds (a threshold), from the stop to the promoted server
+    /// taking connections through the proxy.
+    pub without_primary_ms_max: Option<u64>,
+    /// Optional, `--standby asynchronous` only: the standby stops
+    /// receiving WAL this many milliseconds before the failover, as a
+    /// network fault between the servers would, so the commits of that
+    /// window are on the old primary only and the failover loses them.
+    /// Shows that the run sees lost routes (`failover_lost_routes_max`
+    /// FAILs).
+    pub detach_ms: Option<u64>,
 }
 
 impl Contract {
@@ -151,6 +178,57 @@ impl Contract {
             return invalid(
                 "load.processes",
                 "an [expiry] runs in one registry process: load.processes must be 1",
+            );
+        }
+        Ok(())
+    }
+
+    pub(super) fn validate_failover(&self) -> Result<(), Invalid> {
+        let Some(f) = &self.failover else {
+            return Ok(());
+        };
+        if self.backend != super::BackendKind::Postgres {
+            return invalid(
+                "failover",
+                "a [failover] fails over a PostgreSQL primary: backend must be \"postgres\"",
+            );
+        }
+        let Some(duration) = self.load.duration_ms else {
+            return invalid(
+                "failover",
+                "a [failover] needs load.duration_ms: it happens at a time of the measured run",
+            );
+        };
+        check_range(
+            "failover.at_ms",
+            f.at_ms,
+            0,
+            duration.saturating_sub(1),
+            "load.duration_ms",
+        )?;
+        if let Some(ms) = f.without_primary_ms_max {
+            check_range(
+                "failover.without_primary_ms_max",
+                ms,
+                1,
+                FAILOVER_MS_MAX,
+                "FAILOVER_MS_MAX",
+            )?;
+        }
+        if let Some(ms) = f.detach_ms {
+            check_range("failover.detach_ms", ms, 1, f.at_ms, "failover.at_ms")?;
+        }
+        if self.load.processes() > 1 {
+            return invalid(
+                "load.processes",
+                "a [failover] runs in one registry process: load.processes must be 1",
+            );
+        }
+        if self.load.trials() > 1 {
+            return invalid(
+                "load.trials",
+                "a [failover] happens once: after it the promoted server has no standby, so a \
+                 second trial would qualify another setup; load.trials must be 1",
             );
         }
         Ok(())
