@@ -10,9 +10,12 @@
 //! more actions than that concurrency finishes in half the run. Outcome
 //! expectations are dropped (the draw decides which faults fire); every
 //! invariant and the liveness bound still apply. On PostgreSQL it also
-//! draws database cuts, stalls and session terminations (never a server
-//! restart, which costs seconds of real time and needs a server the run
-//! started); the in-memory backend has no database to fault.
+//! draws database cuts, stalls and session terminations, and in a quarter
+//! of its seeds a failover to a synchronous standby the run starts itself
+//! (never on an asynchronous one, whose scenarios expect the loss, and
+//! never a second one; never a server restart, which costs seconds of
+//! real time for no fault a failover does not also make); the in-memory
+//! backend has no database to fault.
 
 use std::collections::BTreeMap;
 
@@ -20,10 +23,14 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::hosts::mix64;
-use crate::scenario::{Expect, Scenario};
+use crate::scenario::{DatabaseReplication, Expect, Scenario};
 
 /// Liveness bound of a swarm run, at least: room for the drawn faults.
 const SWARM_LIVENESS_MS_MIN: u64 = 3_000;
+
+/// Share of PostgreSQL swarm seeds that draw a `db_failover` (each
+/// starts a primary and a standby: a few seconds of real time).
+const SWARM_FAILOVER_P: f64 = 0.25;
 
 /// What one action costs a dispatcher beyond its execution (resolve,
 /// dispatch and settle round trips), for sizing a fleet's swarm load.
@@ -91,6 +98,7 @@ pub fn draw_recorded(base: &Scenario, seed: u64, database: bool) -> (Scenario, D
         put("chaos.db_cuts".into(), c.db_cuts.into());
         put("chaos.db_stalls".into(), c.db_stalls.into());
         put("chaos.db_terminates".into(), c.db_terminates.into());
+        put("chaos.db_failovers".into(), c.db_failovers.into());
     }
     if !s.fleet.replica_groups.is_empty() {
         for g in &s.fleet.replica_groups {
@@ -214,7 +222,69 @@ pub fn draw(base: &Scenario, seed: u64, database: bool) -> Scenario {
             c.group_drains = 1;
         }
     }
+    // A failover, drawn after everything else so the other draws stay
+    // as they were: on a synchronous standby only (an asynchronous one
+    // may lose answered routes, which its own scenarios expect), and
+    // never a second one (`DB_FAILOVERS_MAX`).
+    if database
+        && s.registry.database_replication == DatabaseReplication::Synchronous
+        && !s.fails_over_database()
+        && maybe(&mut rng, SWARM_FAILOVER_P)
+    {
+        s.chaos.db_failovers = 1;
+    }
     s.scenario.liveness_ms = s.scenario.liveness_ms.max(SWARM_LIVENESS_MS_MIN);
     s.expect = Expect::default();
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn scenario(file: &str) -> Scenario {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scenarios")
+            .join(file);
+        Scenario::load(&path).expect("a shipped scenario")
+    }
+
+    #[test]
+    fn a_swarm_on_postgres_draws_a_failover_on_a_synchronous_standby_only() {
+        // spec: SIM-4
+        let steady = scenario("0001_steady_state.toml");
+        let drawn = |base: &Scenario, database: bool| {
+            (1..=200u64)
+                .filter(|&seed| draw(base, seed, database).chaos.db_failovers > 0)
+                .count()
+        };
+        let on_postgres = drawn(&steady, true);
+        assert!(
+            (20..=80).contains(&on_postgres),
+            "{on_postgres} of 200 seeds draw a failover"
+        );
+        assert_eq!(drawn(&steady, false), 0, "memory never fails over");
+        // The draw is recorded, and one seed always draws the same.
+        let seed = (1..=200u64)
+            .find(|&seed| draw(&steady, seed, true).chaos.db_failovers > 0)
+            .unwrap();
+        let (again, draws) = draw_recorded(&steady, seed, true);
+        assert_eq!(again.chaos.db_failovers, 1);
+        assert_eq!(draws["chaos.db_failovers"], 1);
+        assert!(again.fails_over_database());
+        // A scenario that already fails over draws no second one.
+        assert_eq!(
+            drawn(&scenario("0026_db_failover_mid_resolve.toml"), true),
+            0
+        );
+        let mut asynchronous = steady;
+        asynchronous.registry.database_replication = DatabaseReplication::Asynchronous;
+        assert_eq!(
+            drawn(&asynchronous, true),
+            0,
+            "no failover of an asynchronous standby"
+        );
+    }
 }
