@@ -107,21 +107,56 @@ fn the_checker_refuses_what_is_not_well_formed() {
     assert!(well_formed("<svg>a & b</svg>", "text").is_err());
 }
 
-#[test]
-fn out_writes_json_markdown_and_well_formed_svg_plots_with_every_series() {
-    // spec: SIM-6
-    let text = smoke_text().replacen(
-        "operations = 2000",
-        "duration_ms = 800\nwarmup_ms = 0\ntrials = 2",
-        1,
-    );
-    let env = contract_file("out", &text);
-    let dir = scratch("out", "d");
+/// Checks that `svg` is well formed and draws one line and one legend
+/// mark per label of `expected`, each labelled; returns each line's
+/// point count.
+fn check_svg(svg: &str, file: &str, expected: &[String]) -> Vec<usize> {
+    assert!(svg.starts_with("<svg"), "{file}");
+    let texts = well_formed(svg, "text").unwrap_or_else(|e| panic!("{file}: {e}"));
+    for label in expected {
+        assert!(
+            texts.iter().any(|t| t == label),
+            "{file} has no legend entry {label:?}: {texts:?}"
+        );
+    }
+    // One line per series and one legend mark per series, each in the
+    // series' colour at stroke width 2.
+    let lines: Vec<usize> = svg
+        .split("<polyline")
+        .skip(1)
+        .map(|rest| rest.split("/>").next().unwrap_or(""))
+        .filter(|tag| tag.contains("stroke-width=\"2\""))
+        .map(|tag| {
+            tag.split("points=\"")
+                .nth(1)
+                .and_then(|p| p.split('"').next())
+                .map_or(0, |p| p.split_whitespace().count())
+        })
+        .collect();
+    assert_eq!(lines.len(), 2 * expected.len(), "{file}");
+    lines
+}
+
+const OPERATIONS: [&str; 5] = [
+    "resolve_new",
+    "resolve_duplicate",
+    "settle",
+    "heartbeat",
+    "catalog_page",
+];
+
+/// Runs the smoke contract with `load` in place of its operation count,
+/// writing the report directory; returns the directory and the report.
+fn run_out(stem: &str, load: &str, extra: &[&str]) -> (std::path::PathBuf, serde_json::Value) {
+    let text = smoke_text().replacen("operations = 2000", load, 1);
+    let env = contract_file(stem, &text);
+    let dir = scratch(stem, "d");
     let run = std::process::Command::new(env!("CARGO_BIN_EXE_connreg-qualify"))
         .arg("--env")
         .arg(&env)
         .arg("--out")
         .arg(&dir)
+        .args(extra)
         .output()
         .expect("connreg-qualify starts");
     let said = format!(
@@ -132,11 +167,18 @@ fn out_writes_json_markdown_and_well_formed_svg_plots_with_every_series() {
     assert_eq!(run.status.code(), Some(0), "{said}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    (dir, report)
+}
+
+#[test]
+fn out_writes_json_markdown_and_well_formed_svg_plots_with_every_series() {
+    // spec: SIM-6
+    let (dir, report) = run_out("out", "duration_ms = 1200\nwarmup_ms = 0\ntrials = 2", &[]);
     assert_eq!(report["format"], "connreg-qualify-report.v2");
     let points = report["trials"][0]["timeline"]["points"]
         .as_array()
         .unwrap();
-    assert!(points.len() >= 4, "{} points", points.len());
+    assert!(points.len() >= 10, "{} points", points.len());
     let kinds: Vec<String> = report["measured"]["errors"]
         .as_array()
         .unwrap()
@@ -144,23 +186,33 @@ fn out_writes_json_markdown_and_well_formed_svg_plots_with_every_series() {
         .map(|e| e["kind"].as_str().unwrap().to_string())
         .collect();
     assert!(kinds.contains(&"no_capacity".to_string()), "{kinds:?}");
+    // The distribution: every quantile, non-decreasing, ending at the
+    // slowest call.
+    for op in OPERATIONS {
+        let d = report["measured"]["latency_distribution"][op]
+            .as_array()
+            .unwrap_or_else(|| panic!("{op} has a distribution"));
+        assert_eq!(d.len(), 9, "{op}");
+        let ms: Vec<f64> = d.iter().map(|p| p[1].as_f64().unwrap()).collect();
+        assert!(ms.windows(2).all(|w| w[0] <= w[1]), "{op}: {ms:?}");
+        assert_eq!(d[8][0].as_f64(), Some(1.0));
+        let max = report["measured"]["by_operation"][op]["latency"]["max_ms"]
+            .as_f64()
+            .unwrap();
+        assert!(
+            (ms[8] - max).abs() <= max * 0.02 + 1e-3,
+            "{op}: {ms:?} max {max}"
+        );
+    }
 
     let markdown = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    let operations = [
-        "resolve_new",
-        "resolve_duplicate",
-        "settle",
-        "heartbeat",
-        "catalog_page",
-    ];
+    let ops = || OPERATIONS.iter().map(|o| o.to_string());
     for (file, expected) in [
+        ("latency.svg", ops().collect::<Vec<_>>()),
+        ("throughput.svg", ops().collect()),
         (
-            "throughput.svg",
-            operations.iter().map(|o| o.to_string()).collect::<Vec<_>>(),
-        ),
-        (
-            "latency.svg",
-            operations
+            "latency_over_time.svg",
+            OPERATIONS
                 .iter()
                 .flat_map(|o| [format!("{o} p50"), format!("{o} p99")])
                 .collect(),
@@ -172,28 +224,105 @@ fn out_writes_json_markdown_and_well_formed_svg_plots_with_every_series() {
             "report.md links {file}"
         );
         let svg = std::fs::read_to_string(dir.join(file)).unwrap();
-        assert!(svg.starts_with("<svg"), "{file}");
-        let texts = well_formed(&svg, "text").unwrap_or_else(|e| panic!("{file}: {e}"));
-        for label in &expected {
+        let lines = check_svg(&svg, file, &expected);
+        if file == "latency.svg" {
+            // Nine quantiles a line, two points a legend mark.
             assert!(
-                texts.iter().any(|t| t == label),
-                "{file} has no legend entry {label:?}: {texts:?}"
+                lines.iter().filter(|n| **n == 9).count() == expected.len(),
+                "{lines:?}"
             );
+            let flat = svg.replace('\n', "");
+            for tick in [">p90</text>", ">p99</text>", ">p99.9</text>"] {
+                assert!(flat.contains(tick), "{file}: no tick {tick}");
+            }
         }
-        // One line per series and one legend mark per series, each in the
-        // series' colour at stroke width 2.
-        let lines = svg
-            .matches("<polyline")
-            .zip(svg.split("<polyline").skip(1))
-            .filter(|(_, rest)| {
-                rest.split("/>")
-                    .next()
-                    .unwrap_or("")
-                    .contains("stroke-width=\"2\"")
-            })
-            .count();
-        assert_eq!(lines, 2 * expected.len(), "{file}");
     }
     assert!(markdown.contains("## Verdict: PASS"), "{markdown}");
     assert!(markdown.contains("| `resolves_per_s` |"), "{markdown}");
+    assert!(!markdown.contains("No time series"), "{markdown}");
+}
+
+#[test]
+fn a_run_too_short_for_a_time_series_draws_only_the_distribution() {
+    // spec: SIM-6
+    let (dir, report) = run_out("out-short", "duration_ms = 500\nwarmup_ms = 0", &[]);
+    let points = report["trials"][0]["timeline"]["points"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(points < 20, "{points} points");
+    assert!(dir.join("latency.svg").exists());
+    for file in ["throughput.svg", "latency_over_time.svg", "errors.svg"] {
+        assert!(
+            !dir.join(file).exists(),
+            "{file} drawn over {points} points"
+        );
+    }
+    let markdown = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        markdown.contains(&format!("holds {points} timeline points, fewer than 20")),
+        "{markdown}"
+    );
+}
+
+#[test]
+fn plot_draws_throughput_and_latency_against_concurrency_from_reports() {
+    // spec: SIM-6
+    let mut reports = Vec::new();
+    for clients in ["1", "2", "4"] {
+        let (dir, report) = run_out(
+            &format!("conc-{clients}"),
+            "operations = 600",
+            &["--clients", clients],
+        );
+        assert_eq!(
+            report["load"]["clients"].as_u64().unwrap().to_string(),
+            clients
+        );
+        reports.push(dir.join("report.json"));
+    }
+    let out = scratch("conc-plots", "d");
+    let plot = |args: &[&std::path::Path]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_connreg-qualify"))
+            .arg("plot")
+            .arg("--out")
+            .arg(&out)
+            .args(args)
+            .output()
+            .expect("connreg-qualify starts")
+    };
+    let all: Vec<&std::path::Path> = reports.iter().map(|p| p.as_path()).collect();
+    let run = plot(&all);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    for (file, expected) in [
+        ("throughput_concurrency.svg", ["resolves/s", "calls/s"]),
+        ("latency_concurrency.svg", ["resolve p50", "resolve p99"]),
+    ] {
+        let svg = std::fs::read_to_string(out.join(file)).unwrap();
+        let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+        let lines = check_svg(&svg, file, &expected);
+        // One point a report on each line.
+        assert_eq!(
+            lines.iter().filter(|n| **n == 3).count(),
+            2,
+            "{file}: {lines:?}"
+        );
+    }
+    // One report, or two at one concurrency: refused.
+    for args in [vec![all[0]], vec![all[0], all[0]]] {
+        let run = plot(&args);
+        assert_eq!(run.status.code(), Some(2), "{args:?}");
+    }
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_connreg-qualify"))
+        .args(["--env", "benches/environments/smoke.toml", "--clients", "0"])
+        .current_dir(env!("CARGO_MANIFEST_DIR").to_string() + "/..")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("CLIENTS_MAX"));
 }

@@ -11,7 +11,7 @@ use clap::Parser;
 
 use super::contract::{BackendKind, Contract};
 use super::error::{EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_RUN_ERROR, QualifyError};
-use super::limits::CONTRACT_BYTES_MAX;
+use super::limits::{CLIENTS_MAX, CONTRACT_BYTES_MAX, PLOT_REPORTS_MAX};
 use super::progress::ProgressMode;
 use super::provenance;
 use super::report::Verdict;
@@ -48,6 +48,11 @@ pub struct Cli {
     /// plots (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Run with this many clients instead of the contract's (one process;
+    /// 1 to `CLIENTS_MAX`): runs at several concurrencies feed
+    /// `connreg-qualify plot`.
+    #[arg(long, value_name = "N")]
+    pub clients: Option<u32>,
     /// Only check the contract; run nothing.
     #[arg(long)]
     pub check: bool,
@@ -125,6 +130,64 @@ pub enum Sub {
     /// One registry process of a multi-process run: connects its own data
     /// plane, says `ready`, runs one trial on `go`, writes its figures.
     Worker(super::multi::WorkerArgs),
+    /// Throughput and resolve latency against concurrency, drawn from the
+    /// reports of one environment run at several `--clients`
+    /// (`throughput_concurrency.svg`, `latency_concurrency.svg`).
+    Plot(PlotArgs),
+}
+
+/// `connreg-qualify plot --out DIR REPORT...`.
+#[derive(Debug, clap::Args)]
+pub struct PlotArgs {
+    /// Where to write the plots (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The JSON reports (`--report FILE` of each run), two to
+    /// `PLOT_REPORTS_MAX`, one per concurrency.
+    #[arg(required = true, value_name = "REPORT")]
+    pub reports: Vec<PathBuf>,
+}
+
+/// Draws the concurrency plots of `args`.
+fn plot_main(args: &PlotArgs) -> ExitCode {
+    let bad = |reason: String| fail(&QualifyError::Options { reason });
+    if args.reports.len() > PLOT_REPORTS_MAX {
+        return bad(format!(
+            "{} reports: plot at most {PLOT_REPORTS_MAX} (PLOT_REPORTS_MAX)",
+            args.reports.len()
+        ));
+    }
+    let mut reports = Vec::new();
+    for path in &args.reports {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => return bad(format!("cannot read {}: {e}", path.display())),
+        };
+        match serde_json::from_str::<super::report::Report>(&text) {
+            Ok(r) => reports.push(r),
+            Err(e) => return bad(format!("{} is not a report: {e}", path.display())),
+        }
+    }
+    let plots = match super::plot::concurrency_plots(&reports) {
+        Ok(p) => p,
+        Err(reason) => return bad(reason),
+    };
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        return bad(format!("cannot create {}: {e}", args.out.display()));
+    }
+    for p in &plots {
+        let path = args.out.join(p.file);
+        let written = super::plot::svg(p)
+            .and_then(|svg| std::fs::write(&path, svg).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            return fail(&QualifyError::ReportFile {
+                file: path.display().to_string(),
+                reason: e,
+            });
+        }
+        println!("{}", path.display());
+    }
+    ExitCode::from(EXIT_PASS)
 }
 
 /// The backend and target the arguments name, or why they do not fit.
@@ -219,8 +282,10 @@ fn fail(e: &QualifyError) -> ExitCode {
 /// The whole command: parse, run, report, exit.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Sub::Worker(args)) = &cli.command {
-        return super::multi::worker_main(args);
+    match &cli.command {
+        Some(Sub::Worker(args)) => return super::multi::worker_main(args),
+        Some(Sub::Plot(args)) => return plot_main(args),
+        None => {}
     }
     let Some(env) = cli.env.clone() else {
         return fail(&QualifyError::Options {
@@ -228,10 +293,25 @@ pub fn main() -> ExitCode {
         });
     };
     let file = env.display().to_string();
-    let contract = match Contract::load(&env) {
+    let mut contract = match Contract::load(&env) {
         Ok(c) => c,
         Err(e) => return fail(&QualifyError::Contract(e)),
     };
+    if let Some(clients) = cli.clients {
+        if clients == 0 || clients > CLIENTS_MAX {
+            return fail(&QualifyError::Options {
+                reason: format!("--clients {clients} must be 1 to {CLIENTS_MAX} (CLIENTS_MAX)"),
+            });
+        }
+        if contract.load.processes() > 1 || cli.processes.is_some_and(|p| p > 1) {
+            return fail(&QualifyError::Options {
+                reason: "--clients overrides one process's clients; a multi-process run's \
+                         workers read theirs from the contract file"
+                    .into(),
+            });
+        }
+        contract.load.clients = clients;
+    }
     if cli.check {
         println!("{file}: contract {:?} is valid", contract.name);
         return ExitCode::from(EXIT_PASS);

@@ -168,6 +168,9 @@ pub const MAINTENANCE_ERRORS_MAX: u32 = 100;
 /// Shortest interval between an operator's publications during a trial.
 pub const PUBLICATION_INTERVAL_MS_MIN: u64 = 10;
 
+/// Most reports `connreg-qualify plot` draws from.
+pub const PLOT_REPORTS_MAX: usize = 64;
+
 /// Highest bound a contract may set on the time without a primary during
 /// a `[failover]` (`without_primary_ms_max`).
 pub const FAILOVER_MS_MAX: u64 = 600_000;

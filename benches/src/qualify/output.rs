@@ -23,9 +23,9 @@ pub fn write_dir(dir: &Path, report: &Report) -> Result<Vec<PathBuf>, String> {
     let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
     write("report.json", &format!("{json}\n"))?;
     let mut plots = Vec::new();
-    for (file, title, y_label, series) in plot::plots(report) {
-        write(file, &plot::svg(&title, y_label, &series)?)?;
-        plots.push((file, title));
+    for p in plot::plots(report) {
+        write(p.file, &plot::svg(&p)?)?;
+        plots.push((p.file, p.title));
     }
     write("report.md", &markdown(report, &plots))?;
     Ok(written)
@@ -393,6 +393,14 @@ pub fn markdown(r: &Report, plots: &[(&str, String)]) -> String {
         );
     }
     let _ = writeln!(s, "\n## Plots\n");
+    let points = plot::time_series_points(r);
+    if points < plot::TIME_SERIES_POINTS_MIN {
+        let _ = writeln!(
+            s,
+            "No time series: the measured run holds {points} timeline points, fewer than {} (`plot::TIME_SERIES_POINTS_MIN`).\n",
+            plot::TIME_SERIES_POINTS_MIN
+        );
+    }
     for (file, title) in plots {
         let _ = writeln!(s, "### {title}\n\n![{title}]({file})\n");
     }

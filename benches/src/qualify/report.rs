@@ -372,6 +372,11 @@ pub struct Measured {
     pub unexpected_error_rate: f64,
     /// Share of new resolves answered `no_capacity`.
     pub no_capacity_rate: f64,
+    /// Latency by operation as a distribution: `[quantile, ms]` at each
+    /// of `stats::DISTRIBUTION_QUANTILES` (operations without calls are
+    /// left out).
+    #[serde(default)]
+    pub latency_distribution: BTreeMap<String, Vec<[f64; 2]>>,
 }
 
 impl Measured {
@@ -396,6 +401,7 @@ impl Measured {
             unexpected_errors: 0,
             unexpected_error_rate: 0.0,
             no_capacity_rate: 0.0,
+            latency_distribution: BTreeMap::new(),
         }
     }
 }

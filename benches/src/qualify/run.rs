@@ -876,5 +876,15 @@ fn measure(tally: &Tally, secs: f64, stopped_by: StopReason, failed_over: bool) 
         unexpected_errors: unexpected,
         unexpected_error_rate: share(unexpected, operations),
         no_capacity_rate: share(no_capacity, new),
+        latency_distribution: Operation::ALL
+            .iter()
+            .filter(|op| tally.op(**op).count > 0)
+            .map(|op| {
+                (
+                    op.as_str().to_string(),
+                    tally.op(*op).latency.distribution(),
+                )
+            })
+            .collect(),
     }
 }

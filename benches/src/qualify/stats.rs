@@ -61,6 +61,11 @@ impl Operation {
     }
 }
 
+/// The quantiles of a latency distribution the report keeps per
+/// operation (and plots): the median to the slowest call.
+pub const DISTRIBUTION_QUANTILES: [f64; 9] =
+    [0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 1.0];
+
 /// A latency histogram in microseconds.
 #[derive(Debug, Clone)]
 pub struct Latency(Histogram<u64>);
@@ -108,6 +113,18 @@ impl Latency {
     /// Calls recorded.
     pub fn count(&self) -> u64 {
         self.0.len()
+    }
+
+    /// The latency at each of [`DISTRIBUTION_QUANTILES`], in
+    /// milliseconds, as `[quantile, ms]` pairs (none without calls).
+    pub fn distribution(&self) -> Vec<[f64; 2]> {
+        if self.0.is_empty() {
+            return Vec::new();
+        }
+        DISTRIBUTION_QUANTILES
+            .iter()
+            .map(|&q| [q, self.0.value_at_quantile(q) as f64 / 1000.0])
+            .collect()
     }
 
     /// Count, median, 99th percentile and maximum, in milliseconds.
