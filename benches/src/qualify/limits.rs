@@ -168,6 +168,11 @@ pub const MAINTENANCE_ERRORS_MAX: u32 = 100;
 /// Shortest interval between an operator's publications during a trial.
 pub const PUBLICATION_INTERVAL_MS_MIN: u64 = 10;
 
+/// How long a client pauses after a call answered `unavailable` before
+/// its next call, as a careful client backs off from a server that is
+/// restarting or failing over.
+pub const UNAVAILABLE_PAUSE_MS: u64 = 10;
+
 /// Most reports `connreg-qualify plot` draws from.
 pub const PLOT_REPORTS_MAX: usize = 64;
 

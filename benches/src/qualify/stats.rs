@@ -187,6 +187,8 @@ pub struct Tally {
     pub substitutions: u64,
     /// Errors by operation and kind (`connreg::Error::kind`).
     pub errors: BTreeMap<(Operation, &'static str), u64>,
+    /// Calls that answered `unavailable` (also in `errors`).
+    pub unavailable: u64,
     /// Invariant violations seen while running.
     pub violations: Violations,
 }
@@ -205,7 +207,12 @@ impl Tally {
         t.latency.record(elapsed);
         match error {
             None => t.ok += 1,
-            Some(kind) => *self.errors.entry((op, kind)).or_default() += 1,
+            Some(kind) => {
+                *self.errors.entry((op, kind)).or_default() += 1;
+                if kind == "unavailable" {
+                    self.unavailable += 1;
+                }
+            }
         }
     }
 
@@ -222,6 +229,7 @@ impl Tally {
         self.settlements_released += other.settlements_released;
         self.heartbeats_ignored += other.heartbeats_ignored;
         self.substitutions += other.substitutions;
+        self.unavailable += other.unavailable;
         for (key, n) in &other.errors {
             *self.errors.entry(*key).or_default() += n;
         }

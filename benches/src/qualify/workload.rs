@@ -38,6 +38,7 @@ use super::check::{Expect, Tracked, ViolationKind};
 use super::contract::{Contract, Mix, RunLength};
 use super::events::ZoneState;
 use super::fleet::FleetPlan;
+use super::limits::UNAVAILABLE_PAUSE_MS;
 use super::stats::{Operation, Tally};
 use super::timeline::Probe;
 
@@ -251,8 +252,14 @@ pub async fn client<R: DataPlane>(shared: Arc<Shared<R>>, index: u32) -> ClientR
             c.measuring = true;
         }
         let op = c.pick();
+        let unavailable = c.result.tally.unavailable;
         if !c.run(op).await {
             break;
+        }
+        if c.result.tally.unavailable > unavailable {
+            // A careful client pauses after `unavailable` (a server
+            // restarting, a failover) instead of calling again at once.
+            tokio::time::sleep(Duration::from_millis(UNAVAILABLE_PAUSE_MS)).await;
         }
         // The in-memory backend never suspends; yielding lets every client
         // take turns on the runtime's threads.
