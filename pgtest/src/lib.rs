@@ -54,6 +54,10 @@
 //! - `cluster`: [`LocalCluster`], a throwaway cluster of the caller's own
 //!   (for instance with `fsync=on`), restartable like the shared one
 //!   ([`Server::restart_immediate`]).
+//! - `pair`: [`ReplicatedPair`], a primary and a streaming standby promoted
+//!   by hand.
+//! - `formation`: [`AutoFailoverFormation`], a pg_auto_failover monitor and
+//!   two data nodes from the Debian packages, failing over by themselves.
 //! - `docker`: the testcontainers fallback.
 //! - `supervisor`: cleanup when the process exits.
 //! - `database`: [`TestDatabase`].
@@ -76,6 +80,7 @@ mod database;
 mod docker;
 mod dropper;
 mod error;
+mod formation;
 mod local;
 mod pair;
 mod runtime;
@@ -88,6 +93,7 @@ pub use bindir::{BINDIR_VAR, bindir};
 pub use cluster::{LocalCluster, LocalOptions};
 pub use database::{DATABASE_NAME_PREFIX, TestDatabase};
 pub use error::ProvisionError;
+pub use formation::AutoFailoverFormation;
 pub use pair::{ReplicatedPair, Replication, Role, STANDBY_NAME};
 pub use server::{Server, server};
 pub use source::{DATABASE_URL_VAR, Environment, FORCE_SOURCE_VAR, ServerSource};

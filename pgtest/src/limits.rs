@@ -98,6 +98,78 @@ pub const PROXY_STALL_MS_MAX: u64 = 600_000;
 /// proxy accepts again, so it never spins.
 pub const PROXY_ACCEPT_RETRY_MS: u64 = 50;
 
+/// Longest wait for one `pg_autoctl create monitor` of an
+/// [`AutoFailoverFormation`](crate::AutoFailoverFormation) (about 2 s here;
+/// it starts the monitor's server and installs its extension).
+pub const FORMATION_CREATE_TIMEOUT_S: u64 = 120;
+
+/// Longest wait for each stage of a formation's start to reach its state:
+/// the monitor accepting connections, the first node `single`, the second
+/// `secondary` beside a `primary` (a base backup), the secondary streaming as
+/// a synchronous standby. About 8 s for all of them here.
+pub const FORMATION_START_TIMEOUT_S: u64 = 120;
+
+/// Longest one `psql` statement or `pg_autoctl stop` of a formation may
+/// take before it is killed.
+pub const FORMATION_COMMAND_TIMEOUT_S: u64 = 10;
+
+/// `PGCONNECT_TIMEOUT` of a formation's `psql`: a node that stops answering
+/// during a failover delays a poll by this much at most.
+pub const FORMATION_CONNECT_TIMEOUT_S: u64 = 2;
+
+/// Longest wait for the write that proves a formation's node takes writes
+/// (a transactional WAL message, which waits for the synchronous standby);
+/// a write still waiting after it counts as "not yet", and is tried again.
+pub const FORMATION_WRITE_PROBE_TIMEOUT_MS: u64 = 2_000;
+
+/// Pause between polls of a formation's monitor and nodes.
+pub const FORMATION_POLL_INTERVAL_MS: u64 = 100;
+
+/// Longest wait, in a formation's teardown, for its `pg_autoctl` services
+/// and servers to exit after `pg_autoctl stop` (well under a second here)
+/// before they are killed.
+pub const FORMATION_STOP_TIMEOUT_S: u64 = 30;
+
+/// Bound [`AutoFailoverFormation::fail_over`](crate::AutoFailoverFormation::fail_over)
+/// puts on the wait for the new primary: an order of magnitude above the
+/// about 5 s the tuned monitor below needs.
+pub const FORMATION_FAILOVER_TIMEOUT_S: u64 = 60;
+
+/// The formation's monitor's `pgautofailover.health_check_period` (default
+/// 5000 ms): how often it checks each node.
+///
+/// This and the six settings below it are what the monitor is tuned to
+/// once the formation is up, so that a crashed primary is replaced in about
+/// 5 s instead of about 51 s with the defaults.
+pub const FORMATION_HEALTH_CHECK_PERIOD_MS: u64 = 1_000;
+
+/// The monitor's `pgautofailover.health_check_timeout` (default 5000 ms):
+/// how long one check may take to connect.
+pub const FORMATION_HEALTH_CHECK_TIMEOUT_MS: u64 = 1_000;
+
+/// The monitor's `pgautofailover.health_check_max_retries` (default 2).
+pub const FORMATION_HEALTH_CHECK_RETRIES_MAX: u32 = 1;
+
+/// The monitor's `pgautofailover.health_check_retry_delay` (default
+/// 2000 ms).
+pub const FORMATION_HEALTH_CHECK_RETRY_DELAY_MS: u64 = 500;
+
+/// The monitor's `pgautofailover.node_considered_unhealthy_timeout`
+/// (default 20000 ms): how long a node fails its checks before the monitor
+/// marks it unhealthy.
+pub const FORMATION_NODE_UNHEALTHY_TIMEOUT_MS: u64 = 2_000;
+
+/// The monitor's `pgautofailover.primary_demote_timeout` (default
+/// 30000 ms): how long an unreachable primary is given to demote itself
+/// before the secondary is promoted anyway.
+pub const FORMATION_PRIMARY_DEMOTE_TIMEOUT_MS: u64 = 2_000;
+
+/// The monitor's `pgautofailover.startup_grace_period` (default 10000 ms):
+/// how long after the monitor's own start it marks no node unhealthy. A
+/// formation is ready about 8 s after its monitor starts, so with the
+/// default a crash right after the start would wait for the rest of it.
+pub const FORMATION_STARTUP_GRACE_PERIOD_MS: u64 = 1_000;
+
 const _: () = {
     assert!(PROXY_CONNECTIONS_MAX >= SERVER_CONNECTIONS_MAX as usize);
     assert!(PROXY_CONNECTIONS_MAX * 2 * PROXY_BUFFER_BYTES <= 64 * 1_024 * 1_024);
@@ -115,4 +187,15 @@ const _: () = {
     assert!(DATABASE_DROP_TIMEOUT_S <= DATABASE_CREATE_TIMEOUT_S);
     assert!(POLL_INTERVAL_MS < PROBE_TIMEOUT_S * 1_000);
     assert!(DROP_QUEUE_MAX >= 1);
+
+    assert!(FORMATION_POLL_INTERVAL_MS < FORMATION_WRITE_PROBE_TIMEOUT_MS);
+    assert!(FORMATION_WRITE_PROBE_TIMEOUT_MS < FORMATION_COMMAND_TIMEOUT_S * 1_000);
+    assert!(FORMATION_CONNECT_TIMEOUT_S < FORMATION_COMMAND_TIMEOUT_S);
+    // The tuned monitor notices a crash well inside the failover bound.
+    assert!(
+        FORMATION_NODE_UNHEALTHY_TIMEOUT_MS + FORMATION_PRIMARY_DEMOTE_TIMEOUT_MS
+            < FORMATION_FAILOVER_TIMEOUT_S * 1_000
+    );
+    assert!(FORMATION_HEALTH_CHECK_TIMEOUT_MS <= FORMATION_NODE_UNHEALTHY_TIMEOUT_MS);
+    assert!(FORMATION_STARTUP_GRACE_PERIOD_MS < FORMATION_FAILOVER_TIMEOUT_S * 1_000);
 };
