@@ -138,3 +138,47 @@ fn a_failover_is_refused_where_the_run_did_not_start_the_pair() {
         assert!(run.stderr.contains(key), "{from}: {}", run.said());
     }
 }
+
+#[test]
+fn a_pg_auto_failover_formation_fails_over_by_its_monitor_and_loses_no_answered_route() {
+    // spec: SIM-4, SIM-6
+    let text = failover_text().replacen("duration_ms = 2500", "duration_ms = 9000", 1);
+    let contract = contract_file("failover-paf", &text);
+    let run = qualify(
+        &contract,
+        &["--standby", "pg-auto-failover", "--no-pgbench"],
+    );
+    assert_eq!(run.code, 0, "{}", run.said());
+    let report = run.report.as_ref().expect("a report");
+    assert_eq!(
+        report["backend"]["server"]["source"], "local-pg_auto_failover",
+        "{}",
+        report["backend"]["server"]
+    );
+    let f = &report["failover"];
+    assert_eq!(f["replication"], "pg_auto_failover", "{f}");
+    assert_eq!(f["happened"], true, "{f}");
+    assert_eq!(f["lost_routes"], 0, "{f}");
+    // The monitor saw the primary gone and promoted: seconds, not the
+    // pair's fraction of one.
+    let at = f["at_ms"].as_f64().unwrap();
+    let without = f["without_primary_ms"].as_f64().unwrap();
+    assert!(without > 0.0, "{f}");
+    // Resolves succeeded on the promoted server before the run ended.
+    let after: u64 = report["trials"][0]["timeline"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["t_ms"].as_f64().unwrap() > at + without + 200.0)
+        .map(|p| {
+            let r = &p["by_operation"]["resolve_new"];
+            r["count"].as_u64().unwrap() - r["errors"].as_u64().unwrap()
+        })
+        .sum();
+    assert!(after > 0, "no resolve succeeded after the promotion: {f}");
+    assert_eq!(
+        common::threshold(report, "synchronous_standbys_min")["verdict"],
+        "pass"
+    );
+    assert_eq!(report["invariants"]["violations"], 0, "{}", run.said());
+}

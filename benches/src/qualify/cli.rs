@@ -82,9 +82,11 @@ pub struct Cli {
     #[arg(long)]
     pub durable: bool,
     /// Without URLs: run PostgreSQL on a throwaway primary (fsync=on) with
-    /// a streaming standby of its own, replicating as named; the report
-    /// records the standby, and a contract's `synchronous_standbys_min`
-    /// judges it.
+    /// a streaming standby of its own, replicating as named, or on a
+    /// pg_auto_failover formation (a monitor and two nodes, the second a
+    /// synchronous standby, failed over by the monitor as operators deploy
+    /// it); the report records the standby, and a contract's
+    /// `synchronous_standbys_min` judges it.
     #[arg(long, value_name = "REPLICATION")]
     pub standby: Option<StandbyArg>,
     /// With the URLs: a database on the same server where pgbench may
@@ -113,13 +115,19 @@ pub enum StandbyArg {
     Synchronous,
     /// Commits do not wait for the standby.
     Asynchronous,
+    /// A pg_auto_failover formation (Debian's `postgresql-15-auto-failover`
+    /// and `pg-auto-failover-cli`): its monitor detects a dead primary and
+    /// promotes the synchronous secondary.
+    PgAutoFailover,
 }
 
 impl StandbyArg {
-    fn replication(self) -> connreg_pgtest::Replication {
+    fn ha(self) -> super::server::Ha {
+        use super::server::Ha;
         match self {
-            StandbyArg::Synchronous => connreg_pgtest::Replication::Synchronous,
-            StandbyArg::Asynchronous => connreg_pgtest::Replication::Asynchronous,
+            StandbyArg::Synchronous => Ha::Pair(connreg_pgtest::Replication::Synchronous),
+            StandbyArg::Asynchronous => Ha::Pair(connreg_pgtest::Replication::Asynchronous),
+            StandbyArg::PgAutoFailover => Ha::AutoFailover,
         }
     }
 }
@@ -197,7 +205,7 @@ fn target(cli: &Cli, contract: &Contract) -> Result<(BackendKind, PgTarget), Str
     if failover && cli.standby.is_none() {
         return Err(
             "the contract's [failover] fails over a primary and standby the run starts \
-                    itself: pass --standby synchronous (or asynchronous); a server named by URL \
+                    itself: pass --standby synchronous (or asynchronous, or pg-auto-failover); a server named by URL \
                     or a single throwaway server is never failed over"
                 .into(),
         );
@@ -259,7 +267,7 @@ fn target(cli: &Cli, contract: &Contract) -> Result<(BackendKind, PgTarget), Str
                 return Ok((
                     backend,
                     PgTarget::Pair {
-                        replication: standby.replication(),
+                        ha: standby.ha(),
                         failover,
                     },
                 ));

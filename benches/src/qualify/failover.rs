@@ -1,11 +1,15 @@
 //! A contract's `[failover]`, run on the primary and standby the run
-//! started itself (`--standby`).
+//! started itself (`--standby`): a [`ReplicatedPair`] the run promotes,
+//! or a pg_auto_failover formation whose monitor promotes, as operators
+//! deploy it.
 //!
 //! The pools reach the primary through a [`FaultProxy`], as a deployment
 //! reaches it through a virtual IP or a pooler. At `at_ms` of the measured
-//! run the primary stops as a crash would (`pg_ctl stop -m immediate`),
-//! the standby is promoted, and the proxy moves to it, closing every
-//! connection it held: calls in flight answer `unavailable`, and new
+//! run the primary stops as a crash would (`pg_ctl stop -m immediate`; in
+//! a formation its `pg_autoctl` keeper is killed too), the standby is
+//! promoted (by the run, or by the formation's monitor once it sees the
+//! primary gone), and the proxy moves to it, as a health-checking proxy
+//! would, closing every connection it held: calls in flight answer `unavailable`, and new
 //! connections reach the promoted server. The clients never stop; the end
 //! check then holds the promoted server to every answer a client was
 //! given, so a route answered before the failover and missing after it
@@ -17,33 +21,107 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use connreg_pgtest::ReplicatedPair;
 use connreg_pgtest::proxy::FaultProxy;
+use connreg_pgtest::{AutoFailoverFormation, ReplicatedPair};
 use serde::{Deserialize, Serialize};
 
 use super::check::{ViolationKind, Violations};
 use super::contract::Failover;
+use super::limits::FAILOVER_MS_MAX;
 
-/// The run's own pair behind the proxy the pools connect through; clones
-/// share both.
+/// The servers a run started for high availability; clones share them,
+/// and the last one dropped stops them.
+#[derive(Debug, Clone)]
+pub enum HaNode {
+    /// A primary and a standby the run promotes itself.
+    Pair(Arc<ReplicatedPair>),
+    /// A pg_auto_failover formation; its monitor promotes.
+    Formation(Arc<AutoFailoverFormation>),
+}
+
+impl HaNode {
+    /// The port of the server that is the primary now.
+    ///
+    /// # Errors
+    ///
+    /// Why the formation's monitor could not say.
+    pub fn primary_port(&self) -> Result<u16, String> {
+        match self {
+            HaNode::Pair(p) => Ok(p.primary_port()),
+            HaNode::Formation(f) => f.primary_port().map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The primary's superuser URL.
+    ///
+    /// # Errors
+    ///
+    /// Why the formation's monitor could not say.
+    pub fn primary_url(&self) -> Result<String, String> {
+        match self {
+            HaNode::Pair(p) => Ok(p.primary_url()),
+            HaNode::Formation(f) => f.primary_url().map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The primary's superuser URL for `database`.
+    ///
+    /// # Errors
+    ///
+    /// Why the formation's monitor could not say.
+    pub fn primary_database_url(&self, database: &str) -> Result<String, String> {
+        match self {
+            HaNode::Pair(p) => Ok(p.primary_database_url(database)),
+            HaNode::Formation(f) => f.primary_database_url(database).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// `synchronous`, `asynchronous` or `pg_auto_failover`.
+    pub fn replication(&self) -> &'static str {
+        match self {
+            HaNode::Pair(p) => p.replication().as_str(),
+            HaNode::Formation(_) => "pg_auto_failover",
+        }
+    }
+
+    /// Stops the primary as a crash would and waits for the promoted
+    /// server; returns its port.
+    fn fail_over(&self) -> Result<u16, String> {
+        match self {
+            HaNode::Pair(p) => {
+                p.fail_over().map_err(|e| e.to_string())?;
+                Ok(p.primary_port())
+            }
+            HaNode::Formation(f) => {
+                let crashed = f.crash_primary().map_err(|e| e.to_string())?;
+                f.wait_for_new_primary(crashed, Duration::from_millis(FAILOVER_MS_MAX))
+                    .map(|(port, _)| port)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// The run's own servers behind the proxy the pools connect through;
+/// clones share both.
 #[derive(Debug, Clone)]
 pub struct FailoverTarget {
-    pair: Arc<ReplicatedPair>,
+    node: HaNode,
     proxy: FaultProxy,
 }
 
 impl FailoverTarget {
-    /// A proxy on the loopback in front of `pair`'s primary.
+    /// A proxy on the loopback in front of `node`'s primary.
     ///
     /// # Errors
     ///
-    /// Why the proxy could not listen.
-    pub async fn start(pair: Arc<ReplicatedPair>) -> Result<FailoverTarget, String> {
-        let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, pair.primary_port()));
+    /// Why the proxy could not listen, or the primary could not be found.
+    pub async fn start(node: HaNode) -> Result<FailoverTarget, String> {
+        let upstream = SocketAddr::from((Ipv4Addr::LOCALHOST, node.primary_port()?));
         let proxy = FaultProxy::start(upstream)
             .await
             .map_err(|e| format!("cannot start the proxy in front of the primary: {e}"))?;
-        Ok(FailoverTarget { pair, proxy })
+        Ok(FailoverTarget { node, proxy })
     }
 
     /// The port the pools connect to.
@@ -52,38 +130,47 @@ impl FailoverTarget {
     }
 
     /// The port of the server that is the primary now.
-    pub fn primary_port(&self) -> u16 {
-        self.pair.primary_port()
+    ///
+    /// # Errors
+    ///
+    /// Why the formation's monitor could not say.
+    pub fn primary_port(&self) -> Result<u16, String> {
+        self.node.primary_port()
     }
 
-    /// `synchronous` or `asynchronous`.
+    /// `synchronous`, `asynchronous` or `pg_auto_failover`.
     pub fn replication(&self) -> &'static str {
-        self.pair.replication().as_str()
+        self.node.replication()
     }
 
     /// Cuts an asynchronous standby off from the primary's WAL.
     async fn detach_standby(&self) -> Result<(), String> {
-        let pair = self.pair.clone();
+        let HaNode::Pair(pair) = &self.node else {
+            return Err(
+                "detach_ms cuts off a pair's asynchronous standby; a pg_auto_failover \
+                        formation replicates synchronously"
+                    .into(),
+            );
+        };
+        let pair = pair.clone();
         tokio::task::spawn_blocking(move || pair.detach_standby())
             .await
             .map_err(|e| format!("the detach task failed: {e}"))?
             .map_err(|e| e.to_string())
     }
 
-    /// Stops the primary, promotes the standby and moves the proxy to it;
-    /// returns how long no primary accepted writes and how many
-    /// connections the move closed.
+    /// Stops the primary, waits for the promoted standby and moves the
+    /// proxy to it; returns how long no primary accepted writes and how
+    /// many connections the move closed.
     async fn fail_over(&self) -> Result<(Duration, usize), String> {
-        let pair = self.pair.clone();
+        let node = self.node.clone();
         let began = Instant::now();
-        tokio::task::spawn_blocking(move || pair.fail_over())
+        let port = tokio::task::spawn_blocking(move || node.fail_over())
             .await
-            .map_err(|e| format!("the failover task failed: {e}"))?
-            .map_err(|e| e.to_string())?;
-        let cut = self.proxy.switch_upstream(SocketAddr::from((
-            Ipv4Addr::LOCALHOST,
-            self.pair.primary_port(),
-        )));
+            .map_err(|e| format!("the failover task failed: {e}"))??;
+        let cut = self
+            .proxy
+            .switch_upstream(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
         Ok((began.elapsed(), cut))
     }
 }
@@ -91,7 +178,7 @@ impl FailoverTarget {
 /// What the failover did, as the report shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailoverFacts {
-    /// `synchronous` or `asynchronous`.
+    /// `synchronous`, `asynchronous` or `pg_auto_failover`.
     pub replication: String,
     /// False when the trial ended (interrupted) before `at_ms`, or the
     /// failover failed (`error` says why).

@@ -148,7 +148,14 @@ pub async fn qualify(
                 PgTarget::Throwaway { durable: false } => {
                     "opening a fresh PostgreSQL database (connreg-pgtest)".to_string()
                 }
-                PgTarget::Pair { replication, .. } => format!(
+                PgTarget::Pair {
+                    ha: server::Ha::AutoFailover,
+                    ..
+                } => "starting a pg_auto_failover formation: a monitor, a primary (fsync=on) and a synchronous secondary".to_string(),
+                PgTarget::Pair {
+                    ha: server::Ha::Pair(replication),
+                    ..
+                } => format!(
                     "starting a throwaway primary with fsync=on and a {} standby",
                     replication.as_str()
                 ),
@@ -196,7 +203,10 @@ pub async fn qualify(
                         Ok(pgbench) => {
                             // After a failover, on the promoted server.
                             let pgbench = match &opened.failover {
-                                Some(f) => pgbench.with_port(f.primary_port()),
+                                Some(f) => match f.primary_port() {
+                                    Ok(port) => pgbench.with_port(port),
+                                    Err(_) => pgbench.clone(),
+                                },
                                 None => pgbench.clone(),
                             };
                             // Every process's clients: the registry's whole load.

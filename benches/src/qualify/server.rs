@@ -21,11 +21,13 @@ use connreg::postgres::{
     PgConnectOptions, PgOptions, PgRegistry, PoolOptions, Roles, SCHEMA_VERSION, create_roles,
 };
 use connreg::{ManualClock, RegistryConfig};
-use connreg_pgtest::{LocalCluster, LocalOptions, ReplicatedPair, Replication, TestDatabase};
+use connreg_pgtest::{
+    AutoFailoverFormation, LocalCluster, LocalOptions, ReplicatedPair, Replication, TestDatabase,
+};
 use serde::{Deserialize, Serialize};
 use sqlx::{Connection, PgConnection};
 
-use super::failover::FailoverTarget;
+use super::failover::{FailoverTarget, HaNode};
 use super::limits::{PG_CONTROL_CONNECTIONS, PG_DATA_CONNECTIONS_MAX, STANDBYS_REPORTED_MAX};
 use crate::resolve_bench::pgbench::Pgbench;
 
@@ -80,12 +82,35 @@ pub enum PgTarget {
     /// A primary and a streaming standby of the run's own (`fsync=on`),
     /// replicating as asked; both go away with the run.
     Pair {
-        /// Synchronous (`remote_apply`) or asynchronous.
-        replication: Replication,
+        /// A pair replicating synchronously (`remote_apply`) or
+        /// asynchronously, or a pg_auto_failover formation.
+        ha: Ha,
         /// The pools reach the primary through a proxy that can move to
         /// the promoted standby (a contract's `[failover]`).
         failover: bool,
     },
+}
+
+/// What a [`PgTarget::Pair`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ha {
+    /// A primary and a streaming standby started by the run, promoted by
+    /// it (`ReplicatedPair`).
+    Pair(Replication),
+    /// A pg_auto_failover formation: a monitor, a primary and a
+    /// synchronous secondary, run by `pg_autoctl` (`AutoFailoverFormation`);
+    /// the monitor promotes.
+    AutoFailover,
+}
+
+impl Ha {
+    /// `synchronous`, `asynchronous` or `pg_auto_failover`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ha::Pair(r) => r.as_str(),
+            Ha::AutoFailover => "pg_auto_failover",
+        }
+    }
 }
 
 /// A standby connected to the server, as `pg_stat_replication` shows it
@@ -420,46 +445,56 @@ pub async fn open(
             };
             own_server(server, cluster, clock, config, data_connections, None).await
         }
-        PgTarget::Pair {
-            replication,
-            failover,
-        } => {
-            let replication = *replication;
-            let what = format!("start a primary and a {} standby", replication.as_str());
-            let pair = tokio::task::spawn_blocking(move || {
-                ReplicatedPair::start(
-                    LocalOptions {
-                        fsync: true,
-                        connections_max: DURABLE_CONNECTIONS_MAX,
-                    },
-                    replication,
-                )
-            })
-            .await
-            .map_err(|e| unavailable(&what)(e.to_string()))?
-            .map_err(|e| unavailable(&what)(e.to_string()))?;
-            let url = pair.primary_url();
+        PgTarget::Pair { ha, failover } => {
+            let what = format!("start {}", ha.as_str());
+            let options = LocalOptions {
+                fsync: true,
+                connections_max: DURABLE_CONNECTIONS_MAX,
+            };
+            let node: HaNode = match *ha {
+                Ha::Pair(replication) => HaNode::Pair(std::sync::Arc::new(
+                    tokio::task::spawn_blocking(move || {
+                        ReplicatedPair::start(options, replication)
+                    })
+                    .await
+                    .map_err(|e| unavailable(&what)(e.to_string()))?
+                    .map_err(|e| unavailable(&what)(e.to_string()))?,
+                )),
+                Ha::AutoFailover => HaNode::Formation(std::sync::Arc::new(
+                    tokio::task::spawn_blocking(move || AutoFailoverFormation::start(options))
+                        .await
+                        .map_err(|e| unavailable(&what)(e.to_string()))?
+                        .map_err(|e| unavailable(&what)(e.to_string()))?,
+                )),
+            };
+            let url = node
+                .primary_url()
+                .map_err(unavailable("the primary's URL"))?;
             let primary = PgConnectOptions::from_str(&url)
                 .map_err(|e| unavailable("the primary's URL")(e.to_string()))?;
             let server = OwnServer {
-                database_url: pair.primary_database_url(DURABLE_DATABASE),
+                database_url: node
+                    .primary_database_url(DURABLE_DATABASE)
+                    .map_err(unavailable("the primary's URL"))?,
                 host: primary.get_host().to_string(),
-                port: pair.primary_port(),
+                port: primary.get_port(),
                 superuser: primary.get_username().to_string(),
                 url,
-                source: "local-pair",
+                source: match ha {
+                    Ha::Pair(_) => "local-pair",
+                    Ha::AutoFailover => "local-pg_auto_failover",
+                },
             };
-            let pair = std::sync::Arc::new(pair);
             let through = if *failover {
                 Some(
-                    FailoverTarget::start(pair.clone())
+                    FailoverTarget::start(node.clone())
                         .await
                         .map_err(OpenError::Unavailable)?,
                 )
             } else {
                 None
             };
-            own_server(server, pair, clock, config, data_connections, through).await
+            own_server(server, node, clock, config, data_connections, through).await
         }
     }
 }
