@@ -1,7 +1,7 @@
 //! A throwaway local cluster owned by its caller: its own settings (such as
 //! `fsync=on` for crash qualification), its own lifetime.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::bindir;
 use crate::error::ProvisionError;
@@ -37,11 +37,16 @@ impl Default for LocalOptions {
 }
 
 /// Why no local cluster can start without server binaries.
-pub(crate) const NO_BINARIES: &str = "no PostgreSQL server binaries found (CONNREG_PG_BINDIR, \
+const NO_BINARIES: &str = "no PostgreSQL server binaries found (CONNREG_PG_BINDIR, \
      `pg_config --bindir`, /usr/lib/postgresql/*/bin); install them (`apt-get install postgresql`)";
 
-/// Checks `options` before anything starts.
-pub(crate) fn check(options: LocalOptions) -> Result<(), ProvisionError> {
+/// The folder of the server binaries ([`bindir()`](crate::bindir())),
+/// once `options` are checked; run before anything starts.
+pub(crate) fn checked_bindir(options: LocalOptions) -> Result<PathBuf, ProvisionError> {
+    let bindir = bindir::bindir().ok_or_else(|| ProvisionError::SourceUnavailable {
+        requested: ServerSource::Local,
+        reason: NO_BINARIES.to_owned(),
+    })?;
     if options.connections_max <= 3 {
         return Err(ProvisionError::InvalidSetting {
             variable: "LocalOptions::connections_max",
@@ -49,7 +54,7 @@ pub(crate) fn check(options: LocalOptions) -> Result<(), ProvisionError> {
             reason: "must exceed the 3 connections reserved for superusers".to_owned(),
         });
     }
-    Ok(())
+    Ok(bindir)
 }
 
 /// A throwaway PostgreSQL cluster of its own, separate from the process's
@@ -90,11 +95,7 @@ impl LocalCluster {
     /// connections; otherwise why initdb or the start failed, or what timed
     /// out.
     pub fn start(options: LocalOptions) -> Result<LocalCluster, ProvisionError> {
-        let bindir = bindir::bindir().ok_or_else(|| ProvisionError::SourceUnavailable {
-            requested: ServerSource::Local,
-            reason: NO_BINARIES.to_owned(),
-        })?;
-        check(options)?;
+        let bindir = checked_bindir(options)?;
         let cluster = local::start(
             &bindir,
             Settings {

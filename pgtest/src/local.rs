@@ -62,7 +62,7 @@ pub(crate) struct Cluster {
 /// Who runs initdb and the server: the current user, or the `postgres` user
 /// when running as root (initdb and postgres refuse to run as root).
 #[derive(Debug, Clone, Copy)]
-struct Owner {
+pub(crate) struct Owner {
     uid: u32,
     gid: u32,
 }
@@ -70,7 +70,8 @@ struct Owner {
 /// Creates, configures and starts a cluster from the binaries in `bindir`.
 pub(crate) fn start(bindir: &Path, settings: Settings) -> Result<Cluster, ProvisionError> {
     let started_at = Instant::now();
-    let owner = owner_when_root()?;
+    let owner =
+        owner_when_root("initdb refuses to run, and there is no `postgres` user to run it as")?;
     let (dir, data, log_file, cleanup) = cluster_dir(owner)?;
 
     initdb(bindir, &data, owner)?;
@@ -113,15 +114,7 @@ pub(crate) fn start_standby(
         .arg(format!("--port={}", primary.port))
         .args(["--username", LOCAL_SUPERUSER])
         .args(["--wal-method=stream", "--checkpoint=fast", "--no-sync"]);
-    let finished = command::run(&mut backup, Duration::from_secs(LOCAL_INITDB_TIMEOUT_S)).map_err(
-        |error| match error {
-            RunError::TimedOut => ProvisionError::TimedOut {
-                action: "pg_basebackup".to_owned(),
-                timeout_s: LOCAL_INITDB_TIMEOUT_S,
-            },
-            RunError::Spawn(_) => failed(format!("pg_basebackup: {error}")),
-        },
-    )?;
+    let finished = run(&mut backup, "pg_basebackup", LOCAL_INITDB_TIMEOUT_S)?;
     if !finished.status.success() {
         return Err(failed(format!(
             "pg_basebackup exited with {}: {}",
@@ -207,7 +200,7 @@ impl Cluster {
             .args(["--username", LOCAL_SUPERUSER, "--dbname", "postgres"])
             .arg("--command")
             .arg(sql);
-        let finished = run_pg_ctl(&mut psql, "psql", LOCAL_STOP_TIMEOUT_S)?;
+        let finished = run(&mut psql, "psql", LOCAL_STOP_TIMEOUT_S)?;
         if finished.status.success() {
             Ok(finished.stdout)
         } else {
@@ -221,12 +214,7 @@ impl Cluster {
 
     /// Appends settings to the server's configuration and reloads it.
     pub(crate) fn set_and_reload(&self, settings: &str) -> Result<(), ProvisionError> {
-        let path = self.data.join("postgresql.conf");
-        OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .and_then(|mut opened| opened.write_all(settings.as_bytes()))
-            .map_err(|error| failed(format!("could not write {}: {error}", path.display())))?;
+        append(&self.data.join("postgresql.conf"), settings)?;
         self.query("SELECT pg_reload_conf()").map(|_| ())
     }
 
@@ -236,18 +224,7 @@ impl Cluster {
             .restarting
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let mut pg_ctl = as_owner(
-            Command::new(self.bindir.join("pg_ctl")),
-            self.owner,
-            &self.data,
-        );
-        pg_ctl
-            .arg("stop")
-            .arg("--pgdata")
-            .arg(&self.data)
-            .args(["--mode", "immediate", "--wait", "--silent"])
-            .arg(format!("--timeout={LOCAL_STOP_TIMEOUT_S}"));
-        let finished = run_pg_ctl(&mut pg_ctl, "pg_ctl stop", LOCAL_STOP_TIMEOUT_S * 2)?;
+        let finished = self.pg_ctl_stop_immediate()?;
         if finished.status.success() || !self.data.join("postmaster.pid").exists() {
             return Ok(());
         }
@@ -271,7 +248,7 @@ impl Cluster {
             .arg(&self.data)
             .args(["--wait", "--silent"])
             .arg(format!("--timeout={LOCAL_START_TIMEOUT_S}"));
-        let finished = run_pg_ctl(&mut pg_ctl, "pg_ctl promote", LOCAL_START_TIMEOUT_S * 2)?;
+        let finished = run(&mut pg_ctl, "pg_ctl promote", LOCAL_START_TIMEOUT_S * 2)?;
         if finished.status.success() {
             return Ok(());
         }
@@ -293,19 +270,7 @@ impl Cluster {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let log_start = file_len(&self.log_file);
-        let mut pg_ctl = as_owner(
-            Command::new(self.bindir.join("pg_ctl")),
-            self.owner,
-            &self.data,
-        );
-        pg_ctl
-            .arg("stop")
-            .arg("--pgdata")
-            .arg(&self.data)
-            .args(["--mode", "immediate", "--wait", "--silent"])
-            .arg(format!("--timeout={LOCAL_STOP_TIMEOUT_S}"));
-        // pg_ctl enforces the stop timeout; this bound only guards pg_ctl.
-        let finished = run_pg_ctl(&mut pg_ctl, "pg_ctl stop", LOCAL_STOP_TIMEOUT_S * 2)?;
+        let finished = self.pg_ctl_stop_immediate()?;
         // A server already down (an earlier restart failed to start it)
         // only needs starting.
         if !finished.status.success() && self.data.join("postmaster.pid").exists() {
@@ -333,6 +298,16 @@ impl Cluster {
             command::tail(&read_from(&self.log_file, log_start))
         )))
     }
+
+    /// `pg_ctl stop -m immediate` of the server, as its owner.
+    fn pg_ctl_stop_immediate(&self) -> Result<command::Finished, ProvisionError> {
+        let pg_ctl = as_owner(
+            Command::new(self.bindir.join("pg_ctl")),
+            self.owner,
+            &self.data,
+        );
+        stop_immediate(pg_ctl, &self.data, "pg_ctl stop")
+    }
 }
 
 /// A new private folder for a cluster, with its data folder and log paths,
@@ -342,7 +317,7 @@ impl Cluster {
 fn cluster_dir(
     owner: Option<Owner>,
 ) -> Result<(PathBuf, PathBuf, PathBuf, CleanupGuard), ProvisionError> {
-    let dir = make_private_dir(owner)?;
+    let dir = make_private_dir("connreg-pgtest", owner)?;
     let data = dir.join("data");
     let log_file = dir.join("server.log");
     let cleanup = supervisor::arm(
@@ -357,7 +332,10 @@ fn cluster_dir(
     Ok((dir, data, log_file, cleanup))
 }
 
-fn owner_when_root() -> Result<Option<Owner>, ProvisionError> {
+/// The `postgres` user when running as root, else `None` (the current
+/// user). `refusing` completes the error without a `postgres` user: which
+/// programs refuse root and that there is nobody to run them as.
+pub(crate) fn owner_when_root(refusing: &str) -> Result<Option<Owner>, ProvisionError> {
     let uid = command::probe(Command::new("id").arg("-u"))
         .ok_or_else(|| failed("could not learn the current user id (`id -u` failed)".to_owned()))?;
     if uid != "0" {
@@ -369,57 +347,48 @@ fn owner_when_root() -> Result<Option<Owner>, ProvisionError> {
     };
     match (id_of("-u"), id_of("-g")) {
         (Some(uid), Some(gid)) => Ok(Some(Owner { uid, gid })),
-        _ => Err(failed(
-            "running as root, where initdb refuses to run, and there is no `postgres` user \
-             to run it as; create one (`useradd --system postgres`) or run the tests as a \
-             non-root user"
-                .to_owned(),
-        )),
+        _ => Err(failed(format!(
+            "running as root, where {refusing}; create one (`useradd --system postgres`) or \
+             run the tests as a non-root user"
+        ))),
     }
 }
 
-/// A new folder only its owner can enter, named after this process.
-fn make_private_dir(owner: Option<Owner>) -> Result<PathBuf, ProvisionError> {
-    let name = format!(
-        "connreg-pgtest-{}-{}",
+/// A new folder in the temporary folder only `owner` (or the current user)
+/// can enter, named `<prefix>-<this process's id>-<random suffix>`.
+pub(crate) fn make_private_dir(
+    prefix: &str,
+    owner: Option<Owner>,
+) -> Result<PathBuf, ProvisionError> {
+    let dir = std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
         std::process::id(),
         unique::random_suffix()
-    );
-    let dir = std::env::temp_dir().join(name);
+    ));
+    make_dir(&dir, owner)?;
+    Ok(dir)
+}
+
+/// A new folder only `owner` (or the current user) can enter.
+pub(crate) fn make_dir(dir: &Path, owner: Option<Owner>) -> Result<(), ProvisionError> {
     DirBuilder::new()
         .mode(0o700)
-        .create(&dir)
+        .create(dir)
         .map_err(|error| failed(format!("could not create {}: {error}", dir.display())))?;
     if let Some(owner) = owner {
-        std::os::unix::fs::chown(&dir, Some(owner.uid), Some(owner.gid)).map_err(|error| {
+        std::os::unix::fs::chown(dir, Some(owner.uid), Some(owner.gid)).map_err(|error| {
             failed(format!(
                 "could not give {} to the postgres user: {error}",
                 dir.display()
             ))
         })?;
     }
-    Ok(dir)
+    Ok(())
 }
 
 fn initdb(bindir: &Path, data: &Path, owner: Option<Owner>) -> Result<(), ProvisionError> {
-    let mut initdb = as_owner(Command::new(bindir.join("initdb")), owner, data);
-    initdb
-        .arg("--pgdata")
-        .arg(data)
-        .args(["--username", LOCAL_SUPERUSER])
-        .args(["--auth", "trust"])
-        .args(["--encoding", "UTF8", "--locale", "C"])
-        // Durability of a throwaway cluster is worthless; this saves seconds.
-        .arg("--no-sync");
-    let finished = command::run(&mut initdb, Duration::from_secs(LOCAL_INITDB_TIMEOUT_S)).map_err(
-        |error| match error {
-            RunError::TimedOut => ProvisionError::TimedOut {
-                action: "initdb".to_owned(),
-                timeout_s: LOCAL_INITDB_TIMEOUT_S,
-            },
-            RunError::Spawn(_) => failed(format!("initdb: {error}")),
-        },
-    )?;
+    let initdb = as_owner(Command::new(bindir.join("initdb")), owner, data);
+    let finished = run_initdb(initdb, data)?;
     if finished.status.success() {
         return Ok(());
     }
@@ -434,6 +403,23 @@ fn initdb(bindir: &Path, data: &Path, owner: Option<Owner>) -> Result<(), Provis
         finished.status,
         finished.output_tail()
     )))
+}
+
+/// Runs `initdb` (a command for the program, as its owner) into `data`:
+/// superuser `postgres`, trust authentication, UTF8, locale C, no sync.
+pub(crate) fn run_initdb(
+    mut initdb: Command,
+    data: &Path,
+) -> Result<command::Finished, ProvisionError> {
+    initdb
+        .arg("--pgdata")
+        .arg(data)
+        .args(["--username", LOCAL_SUPERUSER])
+        .args(["--auth", "trust"])
+        .args(["--encoding", "UTF8", "--locale", "C"])
+        // Durability of a throwaway cluster is worthless; this saves seconds.
+        .arg("--no-sync");
+    run(&mut initdb, "initdb", LOCAL_INITDB_TIMEOUT_S)
 }
 
 /// Loopback TCP and a socket in the cluster's own folder, trust for both;
@@ -476,7 +462,7 @@ fn start_on_free_port(
 ) -> Result<u16, ProvisionError> {
     let mut last_log = String::new();
     for _ in 0..LOCAL_PORT_ATTEMPTS_MAX {
-        let port = free_port()?;
+        let [port] = free_ports()?;
         let log_start = file_len(log_file);
         let finished = pg_ctl_start(bindir, data, log_file, owner, port)?;
         if finished.status.success() {
@@ -519,16 +505,34 @@ fn pg_ctl_start(
         .arg("--silent")
         .arg(format!("--options=-p {port}"));
     // pg_ctl enforces the start timeout; this bound only guards pg_ctl.
-    run_pg_ctl(&mut pg_ctl, "pg_ctl start", LOCAL_START_TIMEOUT_S * 2)
+    run(&mut pg_ctl, "pg_ctl start", LOCAL_START_TIMEOUT_S * 2)
 }
 
-/// Runs a `pg_ctl` command, killed after `bound_s`.
-fn run_pg_ctl(
-    pg_ctl: &mut Command,
+/// `pg_ctl stop -m immediate` of `data` with `pg_ctl` (a command for the
+/// program, as its owner), as a crash would stop the server; `action`
+/// names it in a timeout.
+pub(crate) fn stop_immediate(
+    mut pg_ctl: Command,
+    data: &Path,
+    action: &str,
+) -> Result<command::Finished, ProvisionError> {
+    pg_ctl
+        .arg("stop")
+        .arg("--pgdata")
+        .arg(data)
+        .args(["--mode", "immediate", "--wait", "--silent"])
+        .arg(format!("--timeout={LOCAL_STOP_TIMEOUT_S}"));
+    // pg_ctl enforces the stop timeout; this bound only guards pg_ctl.
+    run(&mut pg_ctl, action, LOCAL_STOP_TIMEOUT_S * 2)
+}
+
+/// Runs a helper program (`pg_ctl`, `initdb`, ...), killed after `bound_s`.
+pub(crate) fn run(
+    program: &mut Command,
     action: &str,
     bound_s: u64,
 ) -> Result<command::Finished, ProvisionError> {
-    command::run(pg_ctl, Duration::from_secs(bound_s)).map_err(|error| match error {
+    command::run(program, Duration::from_secs(bound_s)).map_err(|error| match error {
         RunError::TimedOut => ProvisionError::TimedOut {
             action: action.to_owned(),
             timeout_s: bound_s,
@@ -537,27 +541,49 @@ fn run_pg_ctl(
     })
 }
 
-/// A port the kernel just handed out on loopback, free at the time of asking.
-fn free_port() -> Result<u16, ProvisionError> {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .map_err(|error| {
+/// `N` different ports the kernel just handed out on loopback, free at the
+/// time of asking (all held at once, so they differ).
+pub(crate) fn free_ports<const N: usize>() -> Result<[u16; N], ProvisionError> {
+    let mut listeners = Vec::with_capacity(N);
+    let mut ports = [0; N];
+    for port in &mut ports {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|error| {
             failed(format!(
                 "could not find a free port on {LOCAL_HOST}: {error}"
             ))
-        })
+        })?;
+        *port = listener
+            .local_addr()
+            .map_err(|error| failed(format!("could not read a bound port: {error}")))?
+            .port();
+        listeners.push(listener);
+    }
+    Ok(ports)
 }
 
 /// A command that runs as `owner` (when root), in the cluster's folder.
-fn as_owner(mut command: Command, owner: Option<Owner>, data: &Path) -> Command {
+fn as_owner(command: Command, owner: Option<Owner>, data: &Path) -> Command {
+    // A working directory the owner can enter; root's home would not be.
+    run_as(command, owner, data.parent().unwrap_or(data))
+}
+
+/// A command that runs as `owner` (when root), in `dir`.
+pub(crate) fn run_as(mut command: Command, owner: Option<Owner>, dir: &Path) -> Command {
     if let Some(owner) = owner {
         // Setting the uid as root also drops root's supplementary groups.
         command.uid(owner.uid).gid(owner.gid);
     }
-    // A working directory the owner can enter; root's home would not be.
-    command.current_dir(data.parent().unwrap_or(data));
+    command.current_dir(dir);
     command
+}
+
+/// Appends `text` to `file`, which keeps its owner.
+pub(crate) fn append(file: &Path, text: &str) -> Result<(), ProvisionError> {
+    OpenOptions::new()
+        .append(true)
+        .open(file)
+        .and_then(|mut opened| opened.write_all(text.as_bytes()))
+        .map_err(|error| failed(format!("could not write {}: {error}", file.display())))
 }
 
 fn file_len(path: &Path) -> u64 {
@@ -575,7 +601,8 @@ fn read_from(path: &Path, offset: u64) -> String {
     text
 }
 
-fn failed(detail: String) -> ProvisionError {
+/// A failed start of a local server (or of anything built on them).
+pub(crate) fn failed(detail: String) -> ProvisionError {
     ProvisionError::StartFailed {
         source_kind: ServerSource::Local,
         detail,

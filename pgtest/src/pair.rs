@@ -6,11 +6,10 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::cluster;
 use crate::cluster::LocalOptions;
 use crate::error::ProvisionError;
 use crate::local::{self, Cluster, LOCAL_HOST, LOCAL_SUPERUSER, Settings};
-use crate::source::ServerSource;
-use crate::{bindir, cluster};
 
 /// The `application_name` the standby streams under, as
 /// `synchronous_standby_names` lists it.
@@ -86,11 +85,7 @@ impl ReplicatedPair {
         options: LocalOptions,
         replication: Replication,
     ) -> Result<ReplicatedPair, ProvisionError> {
-        let bindir = bindir::bindir().ok_or_else(|| ProvisionError::SourceUnavailable {
-            requested: ServerSource::Local,
-            reason: cluster::NO_BINARIES.to_owned(),
-        })?;
-        cluster::check(options)?;
+        let bindir = cluster::checked_bindir(options)?;
         let primary = local::start(
             &bindir,
             Settings {

@@ -11,13 +11,18 @@
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::process::CommandExt;
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::limits::POLL_INTERVAL_MS;
 
 /// Keeps the supervisor waiting; dropping it (or exiting) runs the cleanup.
 #[derive(Debug)]
 pub(crate) struct CleanupGuard {
-    _writer: ChildStdin,
+    /// Both taken by [`CleanupGuard::finish`] or the drop.
+    writer: Option<ChildStdin>,
+    child: Option<Child>,
 }
 
 /// Starts a supervisor that runs `script` with `sh` once this process has
@@ -46,24 +51,64 @@ pub(crate) fn arm(script: &str, args: &[&OsStr]) -> io::Result<CleanupGuard> {
         .stdin
         .take()
         .ok_or_else(|| io::Error::other("the supervisor's stdin was not piped"))?;
-    // Reap the supervisor if it finishes while this process still runs (its
-    // guard was dropped after a failed start), so it leaves no zombie.
-    thread::Builder::new()
-        .name("connreg-pgtest-reaper".to_owned())
-        .spawn(move || child.wait())?;
-    Ok(CleanupGuard { _writer: writer })
+    Ok(CleanupGuard {
+        writer: Some(writer),
+        child: Some(child),
+    })
 }
 
-/// Cleanup of a local cluster: `$1` is its temporary folder, `$2` its data
-/// folder. Sends the postmaster SIGQUIT (PostgreSQL's immediate shutdown, what
-/// `pg_ctl stop -m immediate` sends), waits for it to exit, then removes the
-/// folder. Signalling directly rather than through `pg_ctl` works the same as
-/// root, where `pg_ctl` refuses to run.
-pub(crate) fn local_cluster_script(stop_timeout_s: u64) -> String {
+impl CleanupGuard {
+    /// Runs the cleanup now and waits, at most `bound`, for the supervisor
+    /// to finish it; past that the supervisor is killed. For a value that
+    /// cleans up itself first, so that nothing of it runs once its drop
+    /// returns.
+    pub(crate) fn finish(mut self, bound: Duration) {
+        drop(self.writer.take());
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let deadline = Instant::now() + bound;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) if Instant::now() > deadline => {
+                    // Ignored: it may have exited just now.
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return;
+                }
+                Ok(None) => thread::sleep(Duration::from_millis(POLL_INTERVAL_MS)),
+            }
+        }
+    }
+}
+
+impl Drop for CleanupGuard {
+    /// Lets the supervisor run its cleanup, and reaps it on a thread of its
+    /// own once it finishes, so that it leaves no zombie.
+    fn drop(&mut self) {
+        drop(self.writer.take());
+        if let Some(mut child) = self.child.take() {
+            // Without a thread the supervisor stays a zombie until this
+            // process exits; nothing else is lost.
+            let _ = thread::Builder::new()
+                .name("connreg-pgtest-reaper".to_owned())
+                .spawn(move || child.wait());
+        }
+    }
+}
+
+/// A `sh` function `stop_server DATA`: sends the postmaster of data folder
+/// `DATA` SIGQUIT (PostgreSQL's immediate shutdown, what `pg_ctl stop -m
+/// immediate` sends), waits at most `stop_timeout_s` for it to exit, then
+/// kills it. Signalling directly rather than through `pg_ctl` works the same
+/// as root, where `pg_ctl` refuses to run.
+fn stop_server_function(stop_timeout_s: u64) -> String {
     let polls_max = stop_timeout_s * 10;
     format!(
-        r#"pidfile="$2/postmaster.pid"
-if [ -f "$pidfile" ]; then
+        r#"stop_server() {{
+  pidfile="$1/postmaster.pid"
+  [ -f "$pidfile" ] || return 0
   pid=$(head -n 1 "$pidfile")
   # Never signal a process that merely reused the PID of a crashed server.
   if [ ! -r "/proc/$pid/comm" ] || [ "$(cat "/proc/$pid/comm")" = postgres ]; then
@@ -79,9 +124,40 @@ if [ -f "$pidfile" ]; then
       kill -KILL "$pid" 2>/dev/null
     fi
   fi
-fi
-rm -rf "$1"
+}}
 "#
+    )
+}
+
+/// Cleanup of a local cluster: `$1` is its temporary folder, `$2` its data
+/// folder. Stops the server immediately (see `stop_server_function`), then
+/// removes the folder.
+pub(crate) fn local_cluster_script(stop_timeout_s: u64) -> String {
+    format!(
+        "{}stop_server \"$2\"\nrm -rf \"$1\"\n",
+        stop_server_function(stop_timeout_s)
+    )
+}
+
+/// Cleanup of a pg_auto_failover formation: `$1` is its folder, which holds
+/// the data folder of each of `data_names` and `pg_autoctl`'s runtime files
+/// under `xdg/run/`. Every `pg_autoctl` process with a pid file there is
+/// killed (SIGKILL, so none restarts a server), then each server is stopped
+/// immediately (see `stop_server_function`), then the folder is removed.
+pub(crate) fn formation_script(stop_timeout_s: u64, data_names: &[&str]) -> String {
+    format!(
+        r#"{stop_server}for pidfile in "$1/xdg/run/pg_autoctl$1"/*/pg_autoctl*.pid; do
+  [ -f "$pidfile" ] || continue
+  pid=$(head -n 1 "$pidfile")
+  if grep -qs pg_autoctl "/proc/$pid/cmdline"; then kill -KILL "$pid" 2>/dev/null; fi
+done
+for name in {names}; do
+  stop_server "$1/$name"
+done
+rm -rf "$1"
+"#,
+        stop_server = stop_server_function(stop_timeout_s),
+        names = data_names.join(" "),
     )
 }
 
