@@ -245,7 +245,12 @@ mod faulty {
         }
 
         fn terminate(&self) -> Result<u64, String> {
-            let admin = self.admin.clone();
+            // After a failover the sessions to end are on the promoted
+            // server.
+            let admin = match &self.pair {
+                Some(pair) => self.admin.clone().port(pair.primary_port()),
+                None => self.admin.clone(),
+            };
             let roles = self.roles.clone();
             self.handle.block_on(async move {
                 let mut conn = sqlx::PgConnection::connect_with(&admin)
