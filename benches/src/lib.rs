@@ -17,11 +17,15 @@
 //! - `connreg-route-bytes` (`src/bin/`): bytes the in-memory registry holds
 //!   per retained route, from a counting allocator, in a process of its
 //!   own; `benches/targets.rs` runs it.
+//! - `connreg-bench-guard` (`src/bin/`, its judgement in [`guard`]): the
+//!   regression guard CI runs, the in-memory figures as ratios against
+//!   those recorded in `benches/README.md`.
 //!
 //! # Map
 //!
 //! - [`crash`]: the end-of-run check of `connreg-crash`, a pure function of
 //!   a store snapshot and the answers the clients got.
+//! - [`guard`]: the recorded figures and their bounds.
 //! - [`memory_fleet`]: the in-memory registry and fleet of the targets
 //!   bench's in-memory figures, shared with `connreg-route-bytes`.
 //! - [`qualify`]: contracts, fleets, the workload, invariant checks and
@@ -31,6 +35,7 @@
 //!   `resolve_vs_pgbench` and `targets`.
 
 pub mod crash;
+pub mod guard;
 pub mod memory_fleet;
 pub mod qualify;
 pub mod resolve_bench;
