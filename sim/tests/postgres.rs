@@ -97,6 +97,8 @@ on_postgres! {
     shared_action_cancelled_on_postgres => "0035_shared_action_cancelled.toml",
     // spec: SETTLE-5
     circuit_counts_reset_on_postgres => "0036_circuit_counts_reset.toml",
+    // spec: SIM-4 (database faults after a failover act on the promoted server)
+    db_faults_after_failover_on_postgres => "0037_db_faults_after_failover.toml",
 }
 
 #[test]
@@ -171,6 +173,15 @@ fn a_failover_is_refused_where_it_cannot_happen() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("fails over at most 1"), "{e}");
+    // A restart restarts the shared test server, not the run's pair.
+    let restart = format!("{text}\n[chaos]\ndb_restarts = 1\n");
+    let e = Scenario::parse("restart.toml", &restart)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("db_restart and db_failover in one scenario"),
+        "{e}"
+    );
     // The in-memory backend has no database to fail over.
     let scenario = Scenario::parse("memory.toml", &text).unwrap();
     let e = run(&scenario, &RunOptions::default())

@@ -40,6 +40,18 @@ impl Validator<'_> {
                 ),
             );
         }
+        if failovers > 0 && self.s.restarts_database() {
+            let at = self
+                .s
+                .faults
+                .iter()
+                .find(|f| f.get_ref().kind == FaultKind::DbRestart)
+                .map_or(0, |f| f.span().start);
+            return fail(
+                at,
+                "db_restart and db_failover in one scenario: a failover runs on a primary and standby the run starts, and a restart restarts the one shared test server; fail over instead of restarting",
+            );
+        }
         for (i, f) in self.s.faults.iter().enumerate() {
             let at = f.span().start;
             let key = |name: &str| At::Key(format!("faults.{i}.{name}"));
