@@ -399,10 +399,11 @@ fn oracle(path: &std::path::Path, scenario: Option<&str>) -> u8 {
         Err(e) => return bad(e),
     };
     say!(
-        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} found by a retry after a lost commit, {} `unavailable` skipped, {} fences renamed: {}",
+        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} found by a retry after a lost commit, {} maintenance `more` read before a renewal, {} `unavailable` skipped, {} fences renamed: {}",
         report.ordered,
         report.placed,
         report.retried,
+        report.stale_more,
         report.unknown,
         report.fences,
         if report.ok() {

@@ -34,6 +34,14 @@
 //!   fresh connection after the first attempt's COMMIT reply was lost
 //!   (ROUTE-3: the retry finds the route the first attempt committed); it
 //!   is counted (`retried`) and compared as the reference's `created`.
+//! - **`more` read before a concurrent renewal**: a maintenance batch
+//!   passes over an expired replica whose row another call of the step
+//!   holds (`SKIP LOCKED`), and its `more` reads a snapshot taken before
+//!   that call's commit, which the commit order puts first (a heartbeat
+//!   renewing the lease): `more = true` where the reference, after the
+//!   renewal, finds nothing left. When that is the only difference and
+//!   another call of the step names a replica, it is counted
+//!   (`stale_more`) and agrees: `more = true` only asks for another call.
 //!
 //! What is not compared: `unavailable` answers (a database fault: the call
 //! may or may not have committed) are counted and skipped, their effect
@@ -99,6 +107,10 @@ pub struct OracleReport {
     /// the backend's own retry after a lost COMMIT reply found what its
     /// first attempt committed.
     pub retried: u64,
+    /// Maintenance answers whose `more = true` read a replica another call
+    /// of the step renewed in the meantime, where the reference says
+    /// `false`.
+    pub stale_more: u64,
     /// Fences renamed (distinct fences seen in answers).
     pub fences: u64,
     /// The first divergence, if any.
@@ -267,6 +279,14 @@ fn retried_after_lost_commit(recorded: &Value, replayed: &Value) -> bool {
     recorded["op"] == "resolve"
         && recorded["result"]["Ok"]["kind"] == "existing"
         && replayed["result"]["Ok"]["kind"] == "created"
+}
+
+/// True when a maintenance answer says `more` where the reference,
+/// otherwise agreeing, says nothing is left.
+fn more_read_before_a_renewal(recorded: &Value, replayed: &Value) -> bool {
+    recorded["op"] == "maintain"
+        && recorded["result"]["Ok"]["more"] == true
+        && replayed["result"]["Ok"]["more"] == false
 }
 
 fn json(v: &impl serde::Serialize) -> String {
@@ -521,6 +541,18 @@ impl Oracle {
             // attempt made (ROUTE-3), the decision the reference makes now.
             replayed_value["result"]["Ok"]["kind"] = Value::from("existing");
             self.report.retried += 1;
+        }
+        if !self.trace_ordered
+            && more_read_before_a_renewal(&recorded, &replayed_value)
+            && self
+                .named_by_others(a)
+                .iter()
+                .any(|row| row.starts_with("replica:"))
+        {
+            // The batch passed over a replica another call of the step
+            // held, and read `more` before that call renewed its lease.
+            replayed_value["result"]["Ok"]["more"] = Value::from(true);
+            self.report.stale_more += 1;
         }
         match self.renaming.agree(&recorded, &replayed_value) {
             Ok(next) => {

@@ -199,3 +199,82 @@ fn a_maintenance_that_skipped_a_busy_hold_is_accepted_only_beside_its_holder() {
     let report = oracle(file, &beside).unwrap();
     assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
 }
+
+#[test]
+fn a_maintenance_more_read_before_a_renewal_is_accepted_only_beside_the_renewing_call() {
+    // spec: SIM-4, LEASE-2
+    // On PostgreSQL a batch passes over an expired replica whose row a
+    // concurrent heartbeat holds, and reads `more` before that heartbeat
+    // commits, though the commit order puts the renewal first: `more =
+    // true` where the reference, after the renewal, finds none left. The
+    // oracle accepts that only when another call of the step names a
+    // replica, and names it as a divergence when none does.
+    let file = "0001_steady_state.toml";
+    let clean = as_concurrent(&trace(file, 1));
+    let report = oracle(file, &clean).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    assert_eq!(report.stale_more, 0);
+
+    // A maintenance answer that found nothing left, alone in its step
+    // (no other answer at its time), after a heartbeat.
+    let parsed: Vec<serde_json::Value> = clean
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = (1..=clean.len())
+        .find(|&n| {
+            let v = &parsed[n - 1];
+            v["ev"] == "reply"
+                && v["resp"]["op"] == "maintain"
+                && v["resp"]["result"]["Ok"]["more"] == false
+                && !parsed
+                    .iter()
+                    .enumerate()
+                    .any(|(i, w)| i != n - 1 && w["ev"] == "reply" && w["t"] == v["t"])
+                && parsed[..n - 1]
+                    .iter()
+                    .any(|w| w["ev"] == "reply" && w["resp"]["op"] == "heartbeat")
+        })
+        .expect("a maintenance answer with nothing left, alone in its step, after a heartbeat");
+    let mut said_more: serde_json::Value = serde_json::from_str(&clean[at - 1]).unwrap();
+    said_more["resp"]["result"]["Ok"]["more"] = true.into();
+
+    // Alone in its step: nothing explains it.
+    let mut alone = clean.clone();
+    alone[at - 1] = said_more.to_string();
+    let d = oracle(file, &alone)
+        .unwrap()
+        .divergence
+        .expect("a maintenance saying more with nothing left was accepted");
+    assert_eq!(d.line, at as u64, "{:?}", d.lines());
+
+    // Moved beside the last heartbeat's answer before it, at its time.
+    let before = (0..at - 1)
+        .rev()
+        .find(|&i| clean[i].contains(r#""ev":"reply""#) && clean[i].contains(r#""op":"heartbeat""#))
+        .unwrap();
+    let heartbeat: serde_json::Value = serde_json::from_str(&clean[before]).unwrap();
+    let id = said_more["id"].clone();
+    let request = (0..at - 1)
+        .find(|&i| {
+            let v: serde_json::Value = serde_json::from_str(&clean[i]).unwrap();
+            v["ev"] == "rpc" && v["id"] == id
+        })
+        .unwrap();
+    let mut moved: serde_json::Value = serde_json::from_str(&clean[request]).unwrap();
+    moved["t"] = heartbeat["t"].clone();
+    said_more["t"] = heartbeat["t"].clone();
+    said_more["clock"] = heartbeat["clock"].clone();
+    let mut beside = clean.clone();
+    beside.remove(at - 1);
+    if request > before {
+        beside.remove(request);
+        beside.insert(before + 1, said_more.to_string());
+        beside.insert(before + 1, moved.to_string());
+    } else {
+        beside.insert(before + 1, said_more.to_string());
+    }
+    let report = oracle(file, &beside).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    assert_eq!(report.stale_more, 1);
+}

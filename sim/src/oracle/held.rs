@@ -14,7 +14,7 @@ use crate::wire::{Request, Response};
 impl Oracle {
     /// The rows (as [`rows_named`] keys) calls of the current step other
     /// than `a` name.
-    fn named_by_others(&self, a: &Answer) -> BTreeSet<String> {
+    pub(super) fn named_by_others(&self, a: &Answer) -> BTreeSet<String> {
         let mine = rows_named(a, &self.routes);
         (self.step_touches.iter())
             .filter(|(row, n)| **n > mine.get(*row).copied().unwrap_or(0))
