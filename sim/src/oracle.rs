@@ -30,10 +30,11 @@
 //!   the same step names them, the reference decides again with those
 //!   replicas held ([`MemoryRegistry::holding`]).
 //! - **A backend's own retries**: a resolve answered `existing` where the
-//!   reference creates the route is the PostgreSQL backend's retry on a
-//!   fresh connection after the first attempt's COMMIT reply was lost
-//!   (ROUTE-3: the retry finds the route the first attempt committed); it
-//!   is counted (`retried`) and compared as the reference's `created`.
+//!   reference creates the route, or re-reserves a released one, is the
+//!   PostgreSQL backend's retry on a fresh connection after the first
+//!   attempt's COMMIT reply was lost (ROUTE-3, PIN-3: the retry finds the
+//!   reservation the first attempt committed); it is counted (`retried`)
+//!   and compared as the reference's `created` or `reserved`.
 //! - **`more` read before a concurrent renewal**: a maintenance batch
 //!   passes over an expired replica whose row another call of the step
 //!   holds (`SKIP LOCKED`), and its `more` reads a snapshot taken before
@@ -103,7 +104,8 @@ pub struct OracleReport {
     /// Times a maintenance answer agreed only once the `unavailable`
     /// maintenance calls before it were taken as committed.
     pub unknown_committed: u64,
-    /// Resolves answered `existing` where the reference creates the route:
+    /// Resolves answered `existing` where the reference creates the route or
+    /// re-reserves a released one:
     /// the backend's own retry after a lost COMMIT reply found what its
     /// first attempt committed.
     pub retried: u64,
@@ -276,9 +278,10 @@ pub const STALE_PLACE_READS_MAX: usize = 4096;
 /// reference's says `created`: what a backend's own retry answers after
 /// its first attempt committed and the COMMIT's reply was lost.
 fn retried_after_lost_commit(recorded: &Value, replayed: &Value) -> bool {
+    let kind = &replayed["result"]["Ok"]["kind"];
     recorded["op"] == "resolve"
         && recorded["result"]["Ok"]["kind"] == "existing"
-        && replayed["result"]["Ok"]["kind"] == "created"
+        && (kind == "created" || kind == "reserved")
 }
 
 /// True when a maintenance answer says `more` where the reference,
@@ -538,7 +541,8 @@ impl Oracle {
         if !self.trace_ordered && retried_after_lost_commit(&recorded, &replayed_value) {
             // The backend retried the call on a fresh connection after its
             // COMMIT's reply was lost: the retry found the route the first
-            // attempt made (ROUTE-3), the decision the reference makes now.
+            // attempt made or re-reserved (ROUTE-3, PIN-3), the decision
+            // the reference makes now.
             replayed_value["result"]["Ok"]["kind"] = Value::from("existing");
             self.report.retried += 1;
         }

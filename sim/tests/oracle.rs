@@ -278,3 +278,39 @@ fn a_maintenance_more_read_before_a_renewal_is_accepted_only_beside_the_renewing
     assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
     assert_eq!(report.stale_more, 1);
 }
+
+#[test]
+fn an_existing_answer_after_a_lost_commit_reply_is_the_backends_retry_on_postgres_only() {
+    // spec: SIM-4, ROUTE-3, PIN-3
+    // A resolve whose COMMIT reply was lost is retried by the PostgreSQL
+    // backend on a fresh connection, which finds the reservation the first
+    // attempt committed: `existing` where the reference creates the route
+    // or re-reserves a released one. The oracle counts it as a retry on a
+    // concurrent trace, and names it as a divergence on an in-memory one,
+    // whose backend never retries.
+    let file = "0035_shared_action_cancelled.toml";
+    let plain = trace(file, 1);
+    let clean = as_concurrent(&plain);
+    for kind in ["created", "reserved"] {
+        let at = first_reply(&clean, |v| v["resp"]["result"]["Ok"]["kind"] == kind);
+        let edit = |lines: &[String]| {
+            let mut out = lines.to_vec();
+            let mut v: serde_json::Value = serde_json::from_str(&out[at - 1]).unwrap();
+            v["resp"]["result"]["Ok"]["kind"] = "existing".into();
+            out[at - 1] = v.to_string();
+            out
+        };
+        let report = oracle(file, &edit(&clean)).unwrap();
+        assert!(
+            report.ok(),
+            "{kind}: {:?}",
+            report.divergence.map(|d| d.lines())
+        );
+        assert_eq!(report.retried, 1, "{kind}");
+        let d = oracle(file, &edit(&plain))
+            .unwrap()
+            .divergence
+            .unwrap_or_else(|| panic!("{kind}: an in-memory existing was taken as a retry"));
+        assert_eq!(d.line, at as u64, "{kind}: {:?}", d.lines());
+    }
+}
