@@ -12,7 +12,7 @@ use connreg::plant::Plant;
 use connreg::{MaintainParams, Outcome};
 use connreg_conformance::fixture::{self, FleetOptions, acme, crm_create, globex};
 use connreg_conformance::memory::PlantedHarness;
-use connreg_conformance::{catalog, check, lease, model, pin, race, route, run, settle};
+use connreg_conformance::{catalog, check, hold, lease, model, pin, race, route, run, settle};
 
 /// True when the async check panics (fails) on a fresh runtime.
 fn fails<F: Future>(test: F) -> bool {
@@ -224,6 +224,44 @@ fn a_heartbeat_that_keeps_the_old_lease_is_caught() {
     assert!(fails(lease::heartbeat_advances_sequence_and_lease(&h)));
     let clean = connreg_conformance::memory::MemoryHarness;
     assert!(!fails(lease::heartbeat_advances_sequence_and_lease(&clean)));
+}
+
+// spec: CAT-9, EVID-2
+#[test]
+fn reads_from_a_standby_a_publication_behind_are_caught() {
+    let h = planted(Plant::StaleStandbyReads);
+    assert!(fails(catalog::cursor_after_a_publication_is_stale(&h)));
+    assert!(fails(catalog::each_broken_link_hides_the_capability(&h)));
+    let clean = connreg_conformance::memory::MemoryHarness;
+    assert!(!fails(catalog::cursor_after_a_publication_is_stale(&clean)));
+    assert!(!fails(catalog::each_broken_link_hides_the_capability(
+        &clean
+    )));
+}
+
+// spec: PIN-3, EVID-3
+#[test]
+fn fences_out_of_commit_order_are_caught() {
+    let h = planted(Plant::FencesOutOfOrder);
+    assert!(fails(hold::a_reservation_is_released_once_its_hold_passes(
+        &h
+    )));
+    let clean = connreg_conformance::memory::MemoryHarness;
+    assert!(!fails(
+        hold::a_reservation_is_released_once_its_hold_passes(&clean)
+    ));
+}
+
+// spec: PIN-5, EVID-8
+#[test]
+fn a_route_read_that_misses_its_release_is_caught() {
+    let h = planted(Plant::RouteGetIgnoresRelease);
+    assert!(fails(settle::settlement_accepts_each_of_the_four_outcomes(
+        &h
+    )));
+    assert!(fails(pin::cancellation_reads_the_same_assignment(&h)));
+    let clean = connreg_conformance::memory::MemoryHarness;
+    assert!(!fails(pin::cancellation_reads_the_same_assignment(&clean)));
 }
 
 /// The unplanted backend passes the same checks, so the failures above

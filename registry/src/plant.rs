@@ -46,11 +46,23 @@ pub enum Plant {
     /// (LEASE-1, EVID-1): maintenance then expires a replica whose last
     /// applied heartbeat renewed it.
     HeartbeatKeepsLease,
+    /// Catalog reads alternate between the primary and a standby one
+    /// publication behind it (EVID-2): a reader that was shown the current
+    /// revision is shown the one before it by its next first page.
+    StaleStandbyReads,
+    /// Fences come from a sequence cached in blocks of two, each block
+    /// handed out from its top (EVID-3): fences stay unique, but new
+    /// reservations take them out of commit order (2, 1, 4, 3, ...).
+    FencesOutOfOrder,
+    /// `route_get` reads a route as its reservation left it, not seeing a
+    /// release (EVID-8): a released route is answered `reserved`, with no
+    /// settlement.
+    RouteGetIgnoresRelease,
 }
 
 impl Plant {
     /// Every plant, in a fixed order.
-    pub const ALL: [Plant; 14] = [
+    pub const ALL: [Plant; 17] = [
         Plant::FailoverOnRetry,
         Plant::NoActionSerialization,
         Plant::DoubleRelease,
@@ -65,6 +77,9 @@ impl Plant {
         Plant::SettleKeepsUnknown,
         Plant::PageSkipsNext,
         Plant::HeartbeatKeepsLease,
+        Plant::StaleStandbyReads,
+        Plant::FencesOutOfOrder,
+        Plant::RouteGetIgnoresRelease,
     ];
 
     /// The plant's name, as the CLI spells it.
@@ -84,6 +99,9 @@ impl Plant {
             Plant::SettleKeepsUnknown => "settle-keeps-unknown",
             Plant::PageSkipsNext => "page-skips-next",
             Plant::HeartbeatKeepsLease => "heartbeat-keeps-lease",
+            Plant::StaleStandbyReads => "stale-standby-reads",
+            Plant::FencesOutOfOrder => "fences-out-of-order",
+            Plant::RouteGetIgnoresRelease => "route-get-ignores-release",
         }
     }
 
@@ -119,6 +137,15 @@ impl Plant {
             }
             Plant::HeartbeatKeepsLease => {
                 "an applied heartbeat leaves the replica's lease where it was"
+            }
+            Plant::StaleStandbyReads => {
+                "catalog reads alternate between the primary and a standby one publication behind"
+            }
+            Plant::FencesOutOfOrder => {
+                "new reservations take fences from blocks of two, newest first: unique, out of commit order"
+            }
+            Plant::RouteGetIgnoresRelease => {
+                "route_get answers a released route reserved, as its reservation left it"
             }
         }
     }

@@ -107,6 +107,23 @@ pub enum PlantedBug {
     /// told to cancel runs, though the fence's settlement (with an action
     /// ID another dispatcher shares) may already say `cancelled`.
     CancelForgotten,
+    /// A dispatcher hands an `execute` whose outcome it does not know to a
+    /// retry queue and settles it `outcome_unknown` at once; the queue sends
+    /// it again after the settlement's answer released the fence (EVID-4).
+    ExecuteAfterSettle,
+    /// A replica's provider client repeats every call once, an
+    /// at-least-once client taken for an exactly-once one (EVID-5): one
+    /// `execute` performs its side effect twice.
+    ExecuteRunsTwice,
+    /// Dispatchers keep their journals in one shared store that keeps
+    /// finished actions' rows, and an action reads the fence it executes
+    /// and cancels back by action ID alone (EVID-6): with an ID several
+    /// dispatchers share, another dispatcher's row comes first, with a
+    /// fence no answer to this one carried.
+    SharedJournalByAction,
+    /// A dispatcher takes an `execute` whose outcome it does not know (no
+    /// answer, or `unknown`) for done and settles it `completed` (EVID-7).
+    UnknownSettledCompleted,
 }
 
 impl PlantedBug {
@@ -127,6 +144,10 @@ impl PlantedBug {
         all.push(PlantedBug::ReconcileOtherFenceOutcome);
         all.push(PlantedBug::SettleWaitsForever);
         all.push(PlantedBug::CancelForgotten);
+        all.push(PlantedBug::ExecuteAfterSettle);
+        all.push(PlantedBug::ExecuteRunsTwice);
+        all.push(PlantedBug::SharedJournalByAction);
+        all.push(PlantedBug::UnknownSettledCompleted);
         all
     }
 
@@ -148,6 +169,10 @@ impl PlantedBug {
             PlantedBug::ReconcileOtherFenceOutcome => "reconcile-other-fence-outcome",
             PlantedBug::SettleWaitsForever => "settle-waits-forever",
             PlantedBug::CancelForgotten => "cancel-forgotten",
+            PlantedBug::ExecuteAfterSettle => "execute-after-settle",
+            PlantedBug::ExecuteRunsTwice => "execute-runs-twice",
+            PlantedBug::SharedJournalByAction => "shared-journal-by-action",
+            PlantedBug::UnknownSettledCompleted => "unknown-settled-completed",
         }
     }
 
@@ -197,6 +222,18 @@ impl PlantedBug {
             PlantedBug::CancelForgotten => {
                 "a replica forgets its cancellations: a later execute of a cancelled fence runs"
             }
+            PlantedBug::ExecuteAfterSettle => {
+                "a dispatcher's retry queue sends an execute again after it was settled outcome_unknown"
+            }
+            PlantedBug::ExecuteRunsTwice => {
+                "a replica's provider client repeats every call: one execute's side effect runs twice"
+            }
+            PlantedBug::SharedJournalByAction => {
+                "a dispatcher reads its fence back from a shared journal by action ID, getting another dispatcher's row"
+            }
+            PlantedBug::UnknownSettledCompleted => {
+                "a dispatcher settles an execute whose outcome it does not know as completed"
+            }
         }
     }
 
@@ -218,6 +255,9 @@ impl PlantedBug {
                 Plant::SettleKeepsUnknown => "0036_circuit_counts_reset.toml",
                 Plant::PageSkipsNext => "0007_publications_during_paged_reads.toml",
                 Plant::HeartbeatKeepsLease => "0001_steady_state.toml",
+                Plant::StaleStandbyReads => "0007_publications_during_paged_reads.toml",
+                Plant::FencesOutOfOrder => "0001_steady_state.toml",
+                Plant::RouteGetIgnoresRelease => "0035_shared_action_cancelled.toml",
             },
             PlantedBug::SpuriousUnavailable => "0001_steady_state.toml",
             PlantedBug::CommitReplyLostAsFailure => "0003_retry_after_lost_answer.toml",
@@ -233,6 +273,10 @@ impl PlantedBug {
             PlantedBug::ReconcileOtherFenceOutcome => "0021_dispatcher_crash_reconciliation.toml",
             PlantedBug::SettleWaitsForever => "0003_retry_after_lost_answer.toml",
             PlantedBug::CancelForgotten => "0035_shared_action_cancelled.toml",
+            PlantedBug::ExecuteAfterSettle => "0006_circuit_opens_after_unknowns.toml",
+            PlantedBug::ExecuteRunsTwice => "0001_steady_state.toml",
+            PlantedBug::SharedJournalByAction => "0035_shared_action_cancelled.toml",
+            PlantedBug::UnknownSettledCompleted => "0006_circuit_opens_after_unknowns.toml",
         }
     }
 
@@ -251,6 +295,9 @@ impl PlantedBug {
                 Plant::MixedRevisionPages => invariant::ONE_REVISION.0,
                 Plant::PageSkipsNext => invariant::PAGES.0,
                 Plant::HeartbeatKeepsLease => invariant::LEASE.0,
+                Plant::StaleStandbyReads => invariant::MONOTONIC_READS.0,
+                Plant::FencesOutOfOrder => invariant::COMMIT_ORDER.0,
+                Plant::RouteGetIgnoresRelease => invariant::EVIDENCE.0,
                 Plant::OverCapacity => invariant::CAPACITY.0,
                 Plant::CrossTenantReturn => invariant::TENANT.0,
                 Plant::HoldNeverExpires => invariant::RESERVATIONS_END.0,
@@ -268,7 +315,11 @@ impl PlantedBug {
             PlantedBug::MaintenanceBatchShrinks => invariant::MAINTENANCE_DRAINS.0,
             PlantedBug::ReconcileOtherFenceOutcome => invariant::TRUTHFUL.0,
             PlantedBug::SettleWaitsForever => invariant::LIVENESS.0,
-            PlantedBug::CancelForgotten => invariant::EVIDENCE.0,
+            PlantedBug::CancelForgotten
+            | PlantedBug::ExecuteAfterSettle
+            | PlantedBug::ExecuteRunsTwice
+            | PlantedBug::UnknownSettledCompleted => invariant::EVIDENCE.0,
+            PlantedBug::SharedJournalByAction => invariant::HOLDER.0,
         }
     }
 

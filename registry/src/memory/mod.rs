@@ -40,6 +40,13 @@ use live::LiveState;
 struct Store {
     catalog: CatalogState,
     live: LiveState,
+    /// The `stale-standby-reads` plant's standby, a publication behind:
+    /// the catalog the previous publication made, in the first slot while
+    /// reads go to the standby. Empty unless the plant is on.
+    standby: [Option<CatalogState>; 2],
+    /// The catalog the last publication made, which the standby applies
+    /// when the next one comes. Empty unless the plant is on.
+    published: Option<CatalogState>,
 }
 
 /// The authority an in-memory registry's operator acts carry unless
@@ -191,6 +198,9 @@ enum Planted {
     SettleKeepsUnknown,
     PageSkipsNext,
     HeartbeatKeepsLease,
+    StaleStandbyReads,
+    FencesOutOfOrder,
+    RouteGetIgnoresRelease,
 }
 
 #[cfg(feature = "plant")]
@@ -203,6 +213,12 @@ impl CatalogAdmin for MemoryRegistry {
         publication.validate_shape()?;
         let mut store = self.lock()?;
         let next = store.catalog.apply(&publication, &store.live)?;
+        if self.planted(PlantKind::StaleStandbyReads) {
+            // Planted: a standby applies a publication only when the next
+            // one comes.
+            let applied = store.published.replace(next.clone());
+            store.standby = [applied, None];
+        }
         store.catalog = next;
         store.live.published(&publication);
         Ok(store.catalog.revision)
@@ -212,9 +228,18 @@ impl CatalogAdmin for MemoryRegistry {
 impl CatalogRead for MemoryRegistry {
     async fn catalog_page(&self, query: CatalogQuery) -> Result<CatalogPage> {
         let planned = crate::catalog::PlannedQuery::plan(&query, &self.config.cursor_keys)?;
-        let store = self.lock()?;
+        let mut store = self.lock()?;
+        if self.planted(PlantKind::StaleStandbyReads) {
+            // Planted: first pages go to the primary and the standby in
+            // turn; a continuation goes where the last first page went.
+            store.standby.swap(0, usize::from(query.cursor.is_none()));
+        }
+        let Store {
+            catalog, standby, ..
+        } = &*store;
+        let catalog = standby[0].as_ref().unwrap_or(catalog);
         let mixed = self.planted(PlantKind::MixedRevisionPages);
-        let mut page = store.catalog.page(&planned, mixed)?;
+        let mut page = catalog.page(&planned, mixed)?;
         if self.planted(PlantKind::PageSkipsNext) && query.cursor.is_some() {
             let first = page.entries.len().min(1);
             page.entries.drain(..first);
@@ -234,12 +259,21 @@ impl Routing for MemoryRegistry {
             return self.resolve_unserialized(request).await;
         }
         let mut store = self.lock()?;
-        let Store { catalog, live } = &mut *store;
+        let Store { catalog, live, .. } = &mut *store;
         live.resolve(catalog, &request, now, &self.behaviour())
     }
 
     async fn route_get(&self, tenant: TenantId, action: ActionId) -> Result<Option<RouteRecord>> {
-        Ok(self.lock()?.live.route(&tenant, &action))
+        let mut route = self.lock()?.live.route(&tenant, &action);
+        if self.planted(PlantKind::RouteGetIgnoresRelease)
+            && let Some(r) = route.as_mut()
+        {
+            // Planted: the route as its reservation left it, as a read of
+            // a cache that releases do not reach would show it.
+            r.reserved = true;
+            r.last_settlement = None;
+        }
+        Ok(route)
     }
 
     async fn route_settle(&self, params: SettleParams) -> Result<Settled> {
@@ -253,7 +287,7 @@ impl ReplicaLifecycle for MemoryRegistry {
     async fn replica_register(&self, params: RegisterParams) -> Result<Replica> {
         let now = self.clock.now();
         let mut store = self.lock()?;
-        let Store { catalog, live } = &mut *store;
+        let Store { catalog, live, .. } = &mut *store;
         live.register(catalog, &params, now)
     }
 
@@ -344,6 +378,7 @@ pub(crate) struct Behaviour {
     pub(crate) settle_rewrites_outcome: bool,
     pub(crate) circuit_never_resets: bool,
     pub(crate) settle_keeps_unknown: bool,
+    pub(crate) fences_out_of_order: bool,
 }
 
 impl MemoryRegistry {
@@ -358,6 +393,7 @@ impl MemoryRegistry {
             settle_rewrites_outcome: self.planted(PlantKind::SettleRewritesOutcome),
             circuit_never_resets: self.planted(PlantKind::CircuitNeverResets),
             settle_keeps_unknown: self.planted(PlantKind::SettleKeepsUnknown),
+            fences_out_of_order: self.planted(PlantKind::FencesOutOfOrder),
         }
     }
 
@@ -367,7 +403,7 @@ impl MemoryRegistry {
         let now = self.clock.now();
         let decided = {
             let mut scratch = self.lock()?.clone();
-            let Store { catalog, live } = &mut scratch;
+            let Store { catalog, live, .. } = &mut scratch;
             let resolved = live.resolve(catalog, &request, now, &self.behaviour())?;
             (resolved, scratch.live)
         };
@@ -375,7 +411,7 @@ impl MemoryRegistry {
         let (resolved, _) = decided;
         if resolved.kind != crate::request::ResolveKind::Created {
             let mut store = self.lock()?;
-            let Store { catalog, live } = &mut *store;
+            let Store { catalog, live, .. } = &mut *store;
             return live.resolve(catalog, &request, now, &self.behaviour());
         }
         let mut store = self.lock()?;

@@ -215,6 +215,19 @@ fn knows_released(ctx: &Ctx, me: &str, fence: FenceToken) -> bool {
         .is_some_and(|p| p.released.contains(&fence))
 }
 
+/// The `shared-journal-by-action` plant's read: the fence of the first
+/// row another dispatcher's journal (in the store they share) holds for
+/// `request`'s action ID and tenant.
+fn peer_journaled_fence(ctx: &Ctx, me: &str, request: &RouteRequest) -> Option<FenceToken> {
+    ctx.dispatchers
+        .borrow()
+        .iter()
+        .filter(|(name, _)| name.as_str() != me)
+        .flat_map(|(_, p)| p.open.values())
+        .filter(|j| j.request.action == request.action && j.request.tenant == request.tenant)
+        .find_map(|j| j.fence)
+}
+
 /// Ties action `n`'s journal entry to `fence` (dropping another fence's
 /// evidence), then updates it, if it is open.
 fn journal(ctx: &Ctx, me: &str, n: u64, fence: FenceToken, f: impl FnOnce(&mut Journaled)) {
@@ -265,7 +278,11 @@ async fn run_action(ctx: &Rc<Ctx>, me: &str, plan: Plan) {
         action: plan.request.action.clone(),
         result,
     });
-    if let Some(p) = ctx.dispatchers.borrow_mut().get_mut(me) {
+    // The `shared-journal-by-action` plant keeps a finished action's row,
+    // as a shared journal table keeping history does.
+    if let Some(p) = ctx.dispatchers.borrow_mut().get_mut(me)
+        && ctx.plant != Some(PlantedBug::SharedJournalByAction)
+    {
         p.open.remove(&plan.n);
     }
 }
@@ -294,6 +311,12 @@ impl Action {
                 .await?;
             let outcome = match execution {
                 Execution::Completed => Outcome::Completed,
+                // Planted: work whose outcome is unknown taken for done.
+                Execution::Unknown
+                    if self.ctx.plant == Some(PlantedBug::UnknownSettledCompleted) =>
+                {
+                    Outcome::Completed
+                }
                 Execution::Cancelled => Outcome::Cancelled,
                 Execution::Unknown | Execution::Misdirected => Outcome::OutcomeUnknown,
             };
@@ -302,6 +325,13 @@ impl Action {
                 j.outcome = Some(outcome);
             });
             self.settle(&held, outcome).await?;
+            if self.ctx.plant == Some(PlantedBug::ExecuteAfterSettle)
+                && outcome == Outcome::OutcomeUnknown
+            {
+                // Planted: an execute whose outcome is not known goes to a
+                // retry queue that sends it again after the settlement.
+                let _ = self.dispatch_once(plan, &held, false).await;
+            }
             if plan.repeat_settle {
                 // The first settlement was answered: a late resolve may
                 // since have reserved the route again under a fresh fence
@@ -582,6 +612,17 @@ impl Action {
         knows_released(&self.ctx, &self.me, fence)
     }
 
+    /// The fence this action's executes and cancels carry: `own`; with the
+    /// `shared-journal-by-action` plant, the fence read back from the
+    /// shared journal by action ID, where another dispatcher's row (a
+    /// finished action's, perhaps) comes first.
+    fn carried_fence(&self, plan: &Plan, own: FenceToken) -> FenceToken {
+        if self.ctx.plant != Some(PlantedBug::SharedJournalByAction) {
+            return own;
+        }
+        peer_journaled_fence(&self.ctx, &self.me, &plan.request).unwrap_or(own)
+    }
+
     async fn dispatch_once(
         &mut self,
         plan: &Plan,
@@ -593,9 +634,9 @@ impl Action {
         journal(&self.ctx, &self.me, plan.n, held.reservation.fence, |j| {
             j.dispatched = true;
         });
-        let request = Request::Execute {
-            assignment: held.clone(),
-        };
+        let mut assignment = held.clone();
+        assignment.reservation.fence = self.carried_fence(plan, held.reservation.fence);
+        let request = Request::Execute { assignment };
         if !cancel {
             return match call_at(
                 &self.ctx,
@@ -651,7 +692,7 @@ impl Action {
             let a = route.assignment;
             let cancel = Request::Cancel {
                 action: a.identity.action.clone(),
-                fence: a.reservation.fence,
+                fence: self.carried_fence(plan, a.reservation.fence),
             };
             let target = Dial::of(&self.ctx, &a);
             let _ = call_at(

@@ -306,7 +306,7 @@ async fn handle(
                 .entry(spec.id.to_string())
                 .or_default()
                 .started(&key);
-            ctx.emit(Event::Ledger {
+            let side_effect = Event::Ledger {
                 rpc,
                 action: key.0.clone(),
                 tenant: assignment.identity.tenant.clone(),
@@ -314,7 +314,12 @@ async fn handle(
                 replica: spec.id.clone(),
                 account: spec.instance.clone(),
                 fence: key.1,
-            });
+            };
+            if ctx.plant == Some(PlantedBug::ExecuteRunsTwice) {
+                // Planted: the provider client repeats the call it made.
+                ctx.emit(side_effect.clone());
+            }
+            ctx.emit(side_effect);
             let shared = ctx.plant == Some(PlantedBug::SharedStopSignal);
             let (tx, rx) = oneshot::channel();
             let execution = running.borrow_mut().start(&key, tx, shared);

@@ -32,6 +32,7 @@ use crate::records::{
 };
 use crate::request::AuditEntry;
 
+use super::Behaviour;
 use super::catalog::CatalogState;
 use super::lookup::LookupMap;
 
@@ -200,6 +201,9 @@ pub(crate) struct LiveState {
     /// reservation hold's index (PIN-8), oldest first.
     holds: Holds,
     last_fence: u64,
+    /// The `fences-out-of-order` plant's spare: the lower fence of a block
+    /// of two whose top was handed out first. Empty unless the plant is on.
+    spare_fence: Option<FenceToken>,
     audit: VecDeque<AuditEntry>,
     /// The `seq` of the last audit entry written (0: none yet).
     audit_seq: u64,
@@ -219,6 +223,19 @@ impl LiveState {
     fn next_fence(&mut self) -> FenceToken {
         self.last_fence += 1;
         FenceToken(self.last_fence)
+    }
+
+    /// The fence of a new reservation: the next one; with the
+    /// `fences-out-of-order` plant, fences are taken two at a time (a
+    /// cached block of a sequence) and each block handed out from its top.
+    fn reservation_fence(&mut self, behaviour: &Behaviour) -> FenceToken {
+        if behaviour.fences_out_of_order {
+            if let Some(spare) = self.spare_fence.take() {
+                return spare;
+            }
+            self.spare_fence = Some(self.next_fence());
+        }
+        self.next_fence()
     }
 
     fn slot(&self, at: SlotRef) -> &Slot {

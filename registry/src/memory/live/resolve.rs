@@ -217,7 +217,7 @@ impl LiveState {
             return Err(Error::NoCapacity);
         };
         let fixed = self.route_fixed(catalog, request, tenant, binding, slot);
-        let fence = self.next_fence();
+        let fence = self.reservation_fence(behaviour);
         Ok(Decision { fixed, slot, fence })
     }
 
@@ -492,7 +492,7 @@ impl LiveState {
         if !room {
             return Err(Error::NoCapacity);
         }
-        let fence = self.next_fence();
+        let fence = self.reservation_fence(behaviour);
         self.take_capacity(f, stored.slot, &request.action);
         let record = self
             .routes
