@@ -623,10 +623,14 @@ impl Probes {
                 {
                     self.plant(PlantedBug::Store(Plant::CircuitNeverResets));
                 }
-                if params.outcome == connreg::Outcome::OutcomeUnknown
-                    && !self.released.contains(&key)
-                {
-                    self.plant(PlantedBug::Store(Plant::SettleKeepsUnknown));
+                if params.outcome == connreg::Outcome::OutcomeUnknown {
+                    // An execute whose outcome is unknown: what a dispatcher
+                    // retries or settles.
+                    self.plant(PlantedBug::ExecuteAfterSettle);
+                    self.plant(PlantedBug::UnknownSettledCompleted);
+                    if !self.released.contains(&key) {
+                        self.plant(PlantedBug::Store(Plant::SettleKeepsUnknown));
+                    }
                 }
                 self.settled_fence.insert(key.0, key.1);
             }
@@ -681,6 +685,7 @@ impl Probes {
                 if self.cancels_sent.contains(&key) {
                     self.plant(PlantedBug::CancelForgotten);
                 }
+                self.plant(PlantedBug::ExecuteRunsTwice);
                 call.execute = Some(key);
             }
             Request::Cancel { action, fence } => {
@@ -717,6 +722,13 @@ impl Probes {
                 }
                 if let Ok(r) = result {
                     let a = &r.assignment;
+                    if r.kind == ResolveKind::Created {
+                        self.plant(PlantedBug::Store(Plant::FencesOutOfOrder));
+                    }
+                    if self.routes.contains_key(&a.identity.action) {
+                        // An action ID resolved again (shared, or reused).
+                        self.plant(PlantedBug::SharedJournalByAction);
+                    }
                     let moved = self
                         .routes
                         .get(&a.identity.action)
@@ -753,6 +765,11 @@ impl Probes {
                 });
                 row.state = ReplicaState::Draining;
             }
+            Response::RouteGet {
+                result: Ok(Some(_)),
+            } => {
+                self.plant(PlantedBug::Store(Plant::RouteGetIgnoresRelease));
+            }
             Response::Settle { .. } if kind == Some("fence_lost") => {
                 self.plant(PlantedBug::Store(Plant::IgnoreFence));
             }
@@ -780,6 +797,9 @@ impl Probes {
                         self.plant(PlantedBug::Store(Plant::MixedRevisionPages))
                     }
                     Ok(p) => {
+                        if cursor.is_none() && p.revision.0 >= 2 {
+                            self.plant(PlantedBug::Store(Plant::StaleStandbyReads));
+                        }
                         if cursor.is_some() && !p.entries.is_empty() {
                             self.plant(PlantedBug::Store(Plant::PageSkipsNext));
                         }
@@ -865,36 +885,4 @@ impl Reach {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_catalogue_names_every_plant_and_fault() {
-        let all = catalog();
-        for p in PlantedBug::all() {
-            assert!(all.contains(&plant_probe(p)));
-        }
-        for k in FAULT_KINDS {
-            assert!(all.contains(&format!("fault:{k}")));
-        }
-        assert!(all.contains("answer:resolve:created"));
-        assert!(all.contains("answer:maintain:more"));
-        assert!(!all.contains("answer:execute:error:conflict"));
-    }
-
-    #[test]
-    fn fault_kinds_are_the_trace_tags() {
-        let f = FaultEvent::DbCut {
-            mode: "all".into(),
-            connections: 1,
-        };
-        let json = serde_json::to_value(&f).unwrap();
-        assert_eq!(json["fault"], fault_kind(&f));
-        let f = FaultEvent::LatencyRestore {
-            a: vec![],
-            b: vec![],
-        };
-        let json = serde_json::to_value(&f).unwrap();
-        assert_eq!(json["fault"], fault_kind(&f));
-    }
-}
+mod tests;
