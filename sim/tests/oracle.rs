@@ -137,6 +137,39 @@ fn as_concurrent(lines: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// `lines` with the answer of line `at` (1-based) replaced by `answer`
+/// and moved, with its request, beside the answer at index `beside`, at
+/// that answer's time: one step.
+fn moved_beside(
+    lines: &[String],
+    at: usize,
+    mut answer: serde_json::Value,
+    beside: usize,
+) -> Vec<String> {
+    let parse = |i: usize| -> serde_json::Value { serde_json::from_str(&lines[i]).unwrap() };
+    let t = parse(beside)["t"].clone();
+    let id = answer["id"].clone();
+    let request = (0..at - 1)
+        .find(|&i| {
+            let v = parse(i);
+            v["ev"] == "rpc" && v["id"] == id
+        })
+        .expect("the answer's request");
+    answer["t"] = t.clone();
+    let mut out = lines.to_vec();
+    out.remove(at - 1);
+    if request > beside {
+        let mut moved = parse(request);
+        moved["t"] = t;
+        out.remove(request);
+        out.insert(beside + 1, answer.to_string());
+        out.insert(beside + 1, moved.to_string());
+    } else {
+        out.insert(beside + 1, answer.to_string());
+    }
+    out
+}
+
 #[test]
 fn a_maintenance_that_skipped_a_busy_hold_is_accepted_only_beside_its_holder() {
     // spec: SIM-4, PIN-8, LOCK-1
@@ -181,21 +214,7 @@ fn a_maintenance_that_skipped_a_busy_hold_is_accepted_only_beside_its_holder() {
     );
     // The maintenance's request and answer move up beside the heartbeat's
     // answer, at its time: one step.
-    let id = skipped["id"].clone();
-    let request = (before..at - 1)
-        .find(|&i| {
-            let v: serde_json::Value = serde_json::from_str(&clean[i]).unwrap();
-            v["ev"] == "rpc" && v["id"] == id
-        })
-        .unwrap();
-    let mut moved: serde_json::Value = serde_json::from_str(&clean[request]).unwrap();
-    moved["t"] = heartbeat["t"].clone();
-    skipped["t"] = heartbeat["t"].clone();
-    let mut beside = clean.clone();
-    beside.remove(at - 1);
-    beside.remove(request);
-    beside.insert(before + 1, skipped.to_string());
-    beside.insert(before + 1, moved.to_string());
+    let beside = moved_beside(&clean, at, skipped, before);
     let report = oracle(file, &beside).unwrap();
     assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
 }
@@ -254,26 +273,8 @@ fn a_maintenance_more_read_before_a_renewal_is_accepted_only_beside_the_renewing
         .find(|&i| clean[i].contains(r#""ev":"reply""#) && clean[i].contains(r#""op":"heartbeat""#))
         .unwrap();
     let heartbeat: serde_json::Value = serde_json::from_str(&clean[before]).unwrap();
-    let id = said_more["id"].clone();
-    let request = (0..at - 1)
-        .find(|&i| {
-            let v: serde_json::Value = serde_json::from_str(&clean[i]).unwrap();
-            v["ev"] == "rpc" && v["id"] == id
-        })
-        .unwrap();
-    let mut moved: serde_json::Value = serde_json::from_str(&clean[request]).unwrap();
-    moved["t"] = heartbeat["t"].clone();
-    said_more["t"] = heartbeat["t"].clone();
     said_more["clock"] = heartbeat["clock"].clone();
-    let mut beside = clean.clone();
-    beside.remove(at - 1);
-    if request > before {
-        beside.remove(request);
-        beside.insert(before + 1, said_more.to_string());
-        beside.insert(before + 1, moved.to_string());
-    } else {
-        beside.insert(before + 1, said_more.to_string());
-    }
+    let beside = moved_beside(&clean, at, said_more, before);
     let report = oracle(file, &beside).unwrap();
     assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
     assert_eq!(report.stale_more, 1);
