@@ -18,6 +18,10 @@ use sqlx::{Connection, PgConnection};
 /// take writes (about 5 s with the monitor as the formation tunes it).
 const FAILOVER_BOUND: Duration = Duration::from_secs(60);
 
+/// The rows of the table the test writes on the primary, as `1,2`.
+const ACKED_ROWS: &str = "SELECT string_agg(id::text, ',') FROM acked";
+
+/// One text value `sql` reads on the server of `url`.
 async fn scalar(url: &str, sql: &str) -> String {
     let mut c = PgConnection::connect(url)
         .await
@@ -115,11 +119,7 @@ async fn a_formation_fails_over_a_crashed_primary_by_itself_with_every_acknowled
     .await
     .expect("the primary takes writes");
     assert_eq!(
-        scalar(
-            &secondary_url,
-            "SELECT string_agg(id::text, ',') FROM acked"
-        )
-        .await,
+        scalar(&secondary_url, ACKED_ROWS).await,
         "1",
         "the acknowledged row is on the synchronous secondary"
     );
@@ -153,11 +153,7 @@ async fn a_formation_fails_over_a_crashed_primary_by_itself_with_every_acknowled
         "the crashed node refuses connections"
     );
     assert_eq!(
-        scalar(
-            &secondary_url,
-            "SELECT string_agg(id::text, ',') FROM acked"
-        )
-        .await,
+        scalar(&secondary_url, ACKED_ROWS).await,
         "1",
         "the acknowledged row survived the failover"
     );
