@@ -261,18 +261,28 @@ async fn mutating_calls_report_their_commit_order() {
     let registry = fleet_with(&fx, fx.options()).await;
     let (created, first) = observe_commit(registry.route_resolve(request("c1", "t0"))).await;
     let created = created.unwrap();
-    let first = first.expect("a decision that committed reports its order");
+    let first = first
+        .commit
+        .expect("a decision that committed reports its order");
     let (settled, second) = observe_commit(registry.route_settle(SettleParams {
         assignment: created.assignment.clone(),
         outcome: Outcome::Completed,
     }))
     .await;
     assert!(settled.unwrap().released);
-    let second = second.expect("a settlement reports its order");
+    let second = second.commit.expect("a settlement reports its order");
     assert!(second > first, "{second} after {first}");
     let (again, third) = observe_commit(registry.route_resolve(request("c1", "t0"))).await;
     assert_eq!(again.unwrap().kind, ResolveKind::Reserved);
-    assert!(third.expect("a pinned retry reports its order") > second);
+    let third = third.commit.expect("a pinned retry reports its order");
+    assert!(third > second);
+    // A held route is answered from a snapshot: no commit, but the highest
+    // commit that snapshot showed.
+    let (held, read) = observe_commit(registry.route_resolve(request("c1", "t0"))).await;
+    assert_eq!(held.unwrap().kind, ResolveKind::Existing);
+    assert_eq!(read.commit, None);
+    assert_eq!(read.read_at, Some(third));
+    assert_eq!(read.read_unseen, Vec::<u64>::new());
     // An error answer committed nothing and reports nothing.
     let (lost, none) = observe_commit(registry.route_settle(SettleParams {
         assignment: created.assignment,
@@ -280,7 +290,7 @@ async fn mutating_calls_report_their_commit_order() {
     }))
     .await;
     assert_eq!(lost, Err(Error::FenceLost));
-    assert_eq!(none, None);
+    assert_eq!(none, Default::default());
     // Outside observation no sequence is taken.
     let before: i64 = sqlx::query_scalar("SELECT last_value FROM connreg.commit_order")
         .fetch_one(&mut fx.admin_conn().await)
@@ -292,4 +302,33 @@ async fn mutating_calls_report_their_commit_order() {
         .await
         .unwrap();
     assert_eq!(before, after);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_free_read_names_the_commits_its_snapshot_missed() {
+    // spec: LOCK-5, ROUTE-3
+    let fx = PgFixture::new().await;
+    let registry = fleet_with(&fx, fx.options()).await;
+    let (held, _) = observe_commit(registry.route_resolve(request("h1", "t0"))).await;
+    assert_eq!(held.unwrap().kind, ResolveKind::Created);
+    // A transaction that has taken its commit sequence and not committed
+    // yet, then one that commits after it.
+    let mut slow = fx.admin_conn().await;
+    sqlx::query("BEGIN").execute(&mut slow).await.unwrap();
+    let pending: i64 = sqlx::query_scalar("SELECT connreg.commit_take()")
+        .fetch_one(&mut slow)
+        .await
+        .unwrap();
+    let (other, later) = observe_commit(registry.route_resolve(request("h2", "t0"))).await;
+    assert_eq!(other.unwrap().kind, ResolveKind::Created);
+    let later = later.commit.expect("the second decision committed");
+    assert!(later > pending as u64);
+    let (again, read) = observe_commit(registry.route_resolve(request("h1", "t0"))).await;
+    assert_eq!(again.unwrap().kind, ResolveKind::Existing);
+    assert_eq!(read.read_at, Some(later));
+    assert_eq!(read.read_unseen, vec![pending as u64]);
+    sqlx::query("COMMIT").execute(&mut slow).await.unwrap();
+    let (_, read) = observe_commit(registry.route_resolve(request("h1", "t0"))).await;
+    assert_eq!(read.read_at, Some(later));
+    assert_eq!(read.read_unseen, Vec::<u64>::new());
 }

@@ -612,23 +612,20 @@ async fn a_resolve_queued_on_a_counter_holds_no_catalog_lock() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn resolve_waits_for_maintenance_that_is_releasing_its_route() {
+async fn a_resolve_beside_a_releasing_maintenance_is_placed_before_it() {
     // spec: LOCK-5, LEASE-2, ROUTE-3
     let (fx, registry, clock) = one_replica_fleet().await;
-    let mut observer = fx.admin_conn().await;
-    let held = registry.route_resolve(request("c1", "t0")).await.unwrap();
+    let (held, created) = observe_commit(registry.route_resolve(request("c1", "t0"))).await;
+    let held = held.unwrap();
     assert_eq!(held.kind, ResolveKind::Created);
+    let created = created.commit.expect("the new route committed");
     // r0's lease (600,000 ms from time 0) has ended.
     const PAST_R0_LEASE_MS: i64 = 600_001;
     clock.advance_ms(PAST_R0_LEASE_MS as u64);
 
-    // Maintenance, as the data role, releases c1 and takes r0 offline, not
-    // committed yet.
+    // Maintenance, as the data role, releases c1 and takes r0 offline, and
+    // takes its commit sequence as an observed call does; not committed yet.
     let mut maintenance = fx.data_conn().await;
-    let maintenance_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut maintenance)
-        .await
-        .unwrap();
     sqlx::query("BEGIN")
         .execute(&mut maintenance)
         .await
@@ -640,37 +637,33 @@ async fn resolve_waits_for_maintenance_that_is_releasing_its_route() {
             .await
             .unwrap();
     assert_eq!(released, 1, "the maintenance releases c1");
+    let release: i64 = sqlx::query_scalar("SELECT connreg.data_commit_order()")
+        .fetch_one(&mut maintenance)
+        .await
+        .unwrap();
 
-    // The resolve of c1 on the commit-order path: it must be ordered after
-    // the maintenance, whose release it cannot ignore.
-    let resolver = registry.clone();
-    let resolving =
-        tokio::spawn(
-            async move { observe_commit(resolver.route_resolve(request("c1", "t0"))).await },
-        );
-    for _ in 0..POLLS_MAX {
-        if resolving.is_finished() || blocked_by(&mut observer, maintenance_pid).await > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    // The resolve of c1 waits for nothing: its snapshot shows the route
+    // held, and its place in the commit order is before the release.
+    let (answer, read) = bounded(
+        "the resolve of c1",
+        observe_commit(registry.route_resolve(request("c1", "t0"))),
+    )
+    .await;
+    let answer = answer.unwrap();
+    assert_eq!(answer.kind, ResolveKind::Existing);
+    assert_eq!(answer.assignment, held.assignment);
+    assert_eq!(read.commit, None);
+    assert_eq!(read.read_at, Some(created));
+    assert!(created < release as u64);
     sqlx::query("COMMIT")
         .execute(&mut maintenance)
         .await
         .unwrap();
-    let (answer, seq) = bounded("the resolve of c1", resolving)
-        .await
-        .expect("the resolve task");
 
-    // Every route a resolve answers holds its reservation.
-    assert!(
-        answer.is_err(),
-        "the resolve answered the route the maintenance released as held: {answer:?} \
-         (commit seq {seq:?}, fence at the release {:?})",
-        held.assignment.reservation.fence
-    );
-    // After the release r0 is offline: the pinned route cannot be served.
-    assert_eq!(answer.map(|r| r.kind), Err(Error::ReplicaUnavailable));
+    // After the release r0 is offline: the pinned route cannot be served,
+    // and no answer carries the released reservation.
+    let (after, _) = observe_commit(registry.route_resolve(request("c1", "t0"))).await;
+    assert_eq!(after.map(|r| r.kind), Err(Error::ReplicaUnavailable));
 }
 
 // ---------------------------------------------------------------------------

@@ -35,13 +35,34 @@ use crate::plant::PlantedBug;
 use crate::trace::{Event, ReleasedRef};
 use crate::wire::{Request, Response, WireError};
 
+/// What the PostgreSQL backend tells of a call besides its answer: its
+/// commit sequence, the snapshot position of a lock-free read, and whether
+/// it ran the call again after a lost connection.
 #[cfg(feature = "postgres")]
-use connreg::postgres::observe_commit;
+async fn observe_commit<F: Future>(call: F) -> (F::Output, Observed) {
+    let (answer, seen) = connreg::postgres::observe_commit(call).await;
+    let seen = Observed {
+        commit: seen.commit,
+        read_at: seen.read_at,
+        read_unseen: seen.read_unseen,
+        retried: seen.retried,
+    };
+    (answer, seen)
+}
 
 /// Without the PostgreSQL backend no call has a commit sequence.
 #[cfg(not(feature = "postgres"))]
-async fn observe_commit<F: Future>(call: F) -> (F::Output, Option<u64>) {
-    (call.await, None)
+async fn observe_commit<F: Future>(call: F) -> (F::Output, Observed) {
+    (call.await, Observed::default())
+}
+
+/// See [`Effects`].
+#[derive(Debug, Clone, Default)]
+struct Observed {
+    commit: Option<u64>,
+    read_at: Option<u64>,
+    read_unseen: Vec<u64>,
+    retried: bool,
 }
 
 /// A backend the simulator can drive: the whole contract, a snapshot for
@@ -71,6 +92,14 @@ pub struct Effects {
     /// The commit sequence of its transaction (offloaded calls that
     /// committed something).
     pub commit: Option<u64>,
+    /// The highest commit sequence the snapshot of a lock-free read showed
+    /// (offloaded calls answered from a snapshot without locks).
+    pub read_at: Option<u64>,
+    /// With `read_at`: the sequences below it the snapshot did not show.
+    pub read_unseen: Vec<u64>,
+    /// True when the backend ran the call again on a fresh connection
+    /// after losing the first (offloaded calls).
+    pub retried: bool,
     /// The registry clock (ms) when it was decided.
     pub clock: Option<u64>,
     /// The reservations it released, as the answer names them.
@@ -168,9 +197,9 @@ impl<B: Backend> Store<B> {
             None => {
                 let (response, released) = respond(backend, request, plant).await;
                 let effects = Effects {
-                    commit: None,
                     clock,
                     released,
+                    ..Effects::default()
                 };
                 let event = reply(response.clone(), effects);
                 (response, Some(event))
@@ -180,10 +209,13 @@ impl<B: Backend> Store<B> {
                 let guard = InflightGuard(o.inflight.clone());
                 let recorded = o.recorded.clone();
                 let task = o.handle.spawn(async move {
-                    let ((response, released), commit) =
+                    let ((response, released), seen) =
                         observe_commit(respond(backend, request, plant)).await;
                     let effects = Effects {
-                        commit,
+                        commit: seen.commit,
+                        read_at: seen.read_at,
+                        read_unseen: seen.read_unseen,
+                        retried: seen.retried,
                         clock,
                         released,
                     };

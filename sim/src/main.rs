@@ -399,9 +399,11 @@ fn oracle(path: &std::path::Path, scenario: Option<&str>) -> u8 {
         Err(e) => return bad(e),
     };
     say!(
-        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} found by a retry after a lost commit, {} maintenance `more` read before a renewal, {} `unavailable` skipped, {} fences renamed: {}",
+        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} lock-free reads placed by their snapshot ({} of them earlier in their step), {} found by a retry after a lost commit, {} maintenance `more` read before a renewal, {} `unavailable` skipped, {} fences renamed: {}",
         report.ordered,
         report.placed,
+        report.positioned,
+        report.read_earlier,
         report.retried,
         report.stale_more,
         report.unknown,

@@ -15,6 +15,16 @@
 //!   so it decided between two of the step's commits. It is tried at each
 //!   place between them, on a copy of the registry (nothing it does is
 //!   kept), and agrees when some place gives the recorded answer.
+//! - **Lock-free reads** on PostgreSQL (a held route's `existing`, which
+//!   takes no lock and commits nothing) carry the highest commit their
+//!   snapshot showed (`read_at`): each is compared after the step's
+//!   commits up to that one and before the rest. A commit with a lower
+//!   sequence may have been missing from the snapshot (its sequence taken,
+//!   its COMMIT not yet done): the read names such sequences
+//!   (`read_unseen`), and may then agree at a place before the first of
+//!   them, counted (`read_earlier`). A snapshot
+//!   past every commit made so far is a divergence, unless the step holds
+//!   an answer whose commit went unrecorded (`unavailable`, retried).
 //! - **Fences** are compared up to renaming: the fence numbers of two
 //!   backends need not be equal, so the oracle keeps a one-to-one map
 //!   (built as answers name fences) and translates the fences the calls
@@ -34,7 +44,8 @@
 //!   PostgreSQL backend's retry on a fresh connection after the first
 //!   attempt's COMMIT reply was lost (ROUTE-3, PIN-3: the retry finds the
 //!   reservation the first attempt committed); it is counted (`retried`)
-//!   and compared as the reference's `created` or `reserved`.
+//!   and compared as the reference's `created` or `reserved`, only for a
+//!   call whose trace line says the backend retried it (`retried`).
 //! - **`more` read before a concurrent renewal**: a maintenance batch
 //!   passes over an expired replica whose row another call of the step
 //!   holds (`SKIP LOCKED`), and its `more` reads a snapshot taken before
@@ -51,6 +62,7 @@
 
 mod held;
 mod rows;
+mod snapshot;
 
 use rows::{RouteRows, rows_named};
 use std::collections::{BTreeMap, BTreeSet};
@@ -99,6 +111,12 @@ pub struct OracleReport {
     pub ordered: u64,
     /// Answers without a commit position, placed by searching their step.
     pub placed: u64,
+    /// Lock-free reads placed by the snapshot they read (`read_at`).
+    pub positioned: u64,
+    /// Lock-free reads that agree only at an earlier place of their step:
+    /// a commit with a lower sequence than the highest their snapshot
+    /// showed had not committed yet when it was taken.
+    pub read_earlier: u64,
     /// `unavailable` answers skipped (commit unknown).
     pub unknown: u64,
     /// Times a maintenance answer agreed only once the `unavailable`
@@ -137,6 +155,12 @@ struct Answer {
     recorded: Response,
     clock: Option<u64>,
     commit: Option<u64>,
+    /// The highest commit the snapshot of a lock-free read showed.
+    read_at: Option<u64>,
+    /// With `read_at`: the sequences below it the snapshot did not show.
+    read_unseen: Vec<u64>,
+    /// The backend ran the call again after losing its connection.
+    retried: bool,
 }
 
 /// The one-to-one renaming between the trace's values and the
@@ -334,6 +358,11 @@ pub struct Oracle {
     /// Reads of earlier places in the current step (at most
     /// [`STALE_PLACE_READS_MAX`]).
     stale_reads: usize,
+    /// The highest commit sequence recorded so far.
+    highest_commit: u64,
+    /// True once some commit may have gone unrecorded (an `unavailable`
+    /// answer, a retried call).
+    unrecorded_commits: bool,
     error: Option<String>,
 }
 
@@ -369,6 +398,8 @@ impl Oracle {
             replicas: BTreeSet::new(),
             stale_ranked: BTreeSet::new(),
             stale_reads: 0,
+            highest_commit: 0,
+            unrecorded_commits: false,
             error: None,
         })
     }
@@ -421,6 +452,9 @@ impl Oracle {
                     recorded,
                     clock: Some(CLOCK_START_MS),
                     commit: None,
+                    read_at: None,
+                    read_unseen: Vec::new(),
+                    retried: false,
                 };
                 self.replay_ordered(&answer);
             }
@@ -431,6 +465,9 @@ impl Oracle {
                 id,
                 resp,
                 commit,
+                read_at,
+                read_unseen,
+                retried,
                 clock,
                 ..
             } => {
@@ -462,6 +499,9 @@ impl Oracle {
                     recorded: resp.clone(),
                     clock: *clock,
                     commit: *commit,
+                    read_at: *read_at,
+                    read_unseen: read_unseen.clone(),
+                    retried: *retried,
                 };
                 if self.trace_ordered {
                     self.replay_ordered(&answer);
@@ -538,7 +578,7 @@ impl Oracle {
         self.report.ordered += 1;
         let recorded = comparable(&a.recorded);
         let mut replayed_value = comparable(&replayed);
-        if !self.trace_ordered && retried_after_lost_commit(&recorded, &replayed_value) {
+        if a.retried && retried_after_lost_commit(&recorded, &replayed_value) {
             // The backend retried the call on a fresh connection after its
             // COMMIT's reply was lost: the retry found the route the first
             // attempt made or re-reserved (ROUTE-3, PIN-3), the decision
@@ -640,8 +680,14 @@ impl Oracle {
                 *self.step_touches.entry(row).or_default() += n;
             }
         }
-        let (committed, mut unplaced): (Vec<Answer>, Vec<Answer>) =
+        let unrecorded = step.iter().any(|a| a.retried || Self::unknown(a));
+        let (committed, rest): (Vec<Answer>, Vec<Answer>) =
             step.into_iter().partition(|a| a.commit.is_some());
+        let (positioned, mut unplaced): (Vec<Answer>, Vec<Answer>) =
+            rest.into_iter().partition(|a| a.read_at.is_some());
+        let Some(mut reads) = self.snapshot_reads(positioned, &committed, unrecorded) else {
+            return;
+        };
         let stale = self.stale_resolves(&committed);
         let mut after: BTreeSet<String> = stale.iter().map(|s| s.row.clone()).collect();
         unplaced.retain(|a| {
@@ -666,20 +712,15 @@ impl Oracle {
             let mut still = Vec::new();
             for i in open {
                 let a = &unplaced[i];
-                match self.try_here(a) {
-                    Ok(replayed) => match self
-                        .renaming
-                        .agree(&comparable(&a.recorded), &comparable(&replayed))
-                    {
-                        Ok(next) => {
-                            self.renaming = next;
-                            self.report.placed += 1;
-                        }
-                        Err(_) => {
-                            last.insert(i, replayed);
-                            still.push(i);
-                        }
-                    },
+                match self.compare_here(a) {
+                    Ok(snapshot::Compared::Agrees { next, keep }) => {
+                        self.accept(a, next, keep);
+                        self.report.placed += 1;
+                    }
+                    Ok(snapshot::Compared::Differs { replayed, .. }) => {
+                        last.insert(i, *replayed);
+                        still.push(i);
+                    }
                     Err(e) => {
                         self.error = Some(e);
                         return;
@@ -687,6 +728,9 @@ impl Oracle {
                 }
             }
             open = still;
+            if !self.read_snapshots_at(place, &mut reads) {
+                return;
+            }
             if let Some(c) = committed.get(place) {
                 if !stale.is_empty() {
                     after = self.rank_at_place(place, after, &stale, &committed);

@@ -106,6 +106,21 @@ pub enum Event {
         /// that committed something); absent otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         commit: Option<u64>,
+        /// For an answer read from a snapshot without locks (a held
+        /// route's `existing` on PostgreSQL): the highest commit sequence
+        /// the snapshot showed; absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        read_at: Option<u64>,
+        /// With `read_at`: the sequences below it, among the last 256, the
+        /// snapshot did not show (commits still in progress, rolled-back
+        /// sequences); absent when none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        read_unseen: Vec<u64>,
+        /// True when the backend ran the call again after losing its
+        /// connection (the first attempt may have committed); absent
+        /// otherwise.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        retried: bool,
         /// The registry clock (ms) the call decided at; absent for replica
         /// answers.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,7 +13,7 @@
 //! Outside [`observe_commit`] no sequence is taken: serving paths pay
 //! nothing for it.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::future::Future;
 
 use sqlx::PgConnection;
@@ -21,18 +21,47 @@ use sqlx::PgConnection;
 use super::error::db;
 use crate::error::Result;
 
+/// How many sequences up to a lock-free read's `read_at` it reports as
+/// unseen or not (migration 0015): a commit in progress further below
+/// than this when the snapshot was taken is taken as shown.
+pub const READ_UNSEEN_WINDOW: u64 = 256;
+
+/// What [`observe_commit`] saw of one call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// The commit sequence of the transaction the call committed, if any.
+    pub commit: Option<u64>,
+    /// For an answer read from a snapshot without locks (a held route's
+    /// `existing`, migration 0015): the highest observed commit that
+    /// snapshot shows. Every commit it shows has a sequence at most this
+    /// one; a commit with a lower sequence may still have been missing
+    /// from it (taken, not yet committed).
+    pub read_at: Option<u64>,
+    /// With `read_at`: the sequences below it, among the last
+    /// [`READ_UNSEEN_WINDOW`], that the snapshot did not show (commits
+    /// in progress when it was taken, and sequences whose transaction
+    /// rolled back), in order.
+    pub read_unseen: Vec<u64>,
+    /// True when the backend ran the call a second time on a fresh
+    /// connection because the first attempt's connection was lost: the
+    /// first attempt may have committed (a lost COMMIT reply).
+    pub retried: bool,
+}
+
 tokio::task_local! {
-    static OBSERVED: Cell<Option<u64>>;
+    static OBSERVED: RefCell<Observed>;
 }
 
 /// Runs `call` (one call of a PostgreSQL registry) and returns its answer
-/// with the commit sequence of the transaction it committed, if any.
-pub async fn observe_commit<F: Future>(call: F) -> (F::Output, Option<u64>) {
+/// with what was observed of it: the commit sequence of the transaction it
+/// committed, the snapshot position of a lock-free read, and whether the
+/// backend retried it.
+pub async fn observe_commit<F: Future>(call: F) -> (F::Output, Observed) {
     OBSERVED
-        .scope(Cell::new(None), async move {
+        .scope(RefCell::new(Observed::default()), async move {
             let answer = call.await;
-            let seq = OBSERVED.with(Cell::get);
-            (answer, seq)
+            let seen = OBSERVED.with(|c| c.take());
+            (answer, seen)
         })
         .await
 }
@@ -50,7 +79,28 @@ pub(crate) async fn take(conn: &mut PgConnection) -> Result<i64> {
         .map_err(db)
 }
 
+fn update(f: impl FnOnce(&mut Observed)) {
+    let _ = OBSERVED.try_with(|c| f(&mut c.borrow_mut()));
+}
+
 /// Records `seq` as the observed call's commit (after its COMMIT returned).
 pub(crate) fn record(seq: i64) {
-    let _ = OBSERVED.try_with(|c| c.set(u64::try_from(seq).ok()));
+    update(|o| o.commit = u64::try_from(seq).ok());
+}
+
+/// Records `seq` as the snapshot position of the observed call's
+/// lock-free read.
+pub(crate) fn record_read(seq: i64, unseen: &[i64]) {
+    update(|o| {
+        o.read_at = u64::try_from(seq).ok();
+        o.read_unseen = unseen
+            .iter()
+            .filter_map(|s| u64::try_from(*s).ok())
+            .collect();
+    });
+}
+
+/// Records that the observed call was run again after a lost connection.
+pub(crate) fn record_retry() {
+    update(|o| o.retried = true);
 }

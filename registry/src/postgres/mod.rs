@@ -185,7 +185,7 @@ pub mod testing;
 mod text;
 mod tx;
 
-pub use commit::observe_commit;
+pub use commit::{Observed, READ_UNSEEN_WINDOW, observe_commit};
 pub use config::{
     CLIENT_CHECK_INTERVAL_MS, PgOptions, PoolOptions, SERVER_KEEPALIVE_COUNT,
     SERVER_KEEPALIVE_IDLE_S, SERVER_KEEPALIVE_INTERVAL_S,

@@ -96,15 +96,18 @@ const HEARTBEAT: &str = "connreg.data_replica_heartbeat(text,bigint,bigint)";
 
 /// Every SQL mutant, in the order of the table in docs/TESTING.md.
 pub const SQL_MUTANTS: &[SqlMutant] = &[
-    // The lock-free `existing` answer (`p_commit_order` false, which is
-    // every call outside `observe_commit`, the suite's included).
+    // The lock-free `existing` answer (every resolve of a held route, the
+    // simulator's PostgreSQL tier included since migration 0015).
     SqlMutant {
         id: "resolve-existing-ignores-reservation",
         function: RESOLVE,
         kind: MutantKind::TermLost,
         find: "WHERE a.action_id = p_action AND a.reserved\n",
         replace: "WHERE a.action_id = p_action\n",
-        caught_by: &["pin::released_route_is_reserved_again_on_the_same_replica"],
+        caught_by: &[
+            "pin::released_route_is_reserved_again_on_the_same_replica",
+            "sim::capacity_accounting@0005_draining_pinned_retries.toml",
+        ],
     },
     SqlMutant {
         id: "resolve-existing-ignores-tenant",
@@ -112,7 +115,10 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         kind: MutantKind::TermLost,
         find: "AND a.tenant_id = p_tenant AND a.capability_id = p_capability;",
         replace: "AND a.capability_id = p_capability;",
-        caught_by: &["route::resolve_with_other_tenant_returns_conflict"],
+        caught_by: &[
+            "route::resolve_with_other_tenant_returns_conflict",
+            "sim::no_cross_tenant_disclosure@0010_one_action_two_tenants.toml",
+        ],
     },
     SqlMutant {
         id: "resolve-drops-action-lock",

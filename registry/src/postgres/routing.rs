@@ -90,7 +90,7 @@ const _: () = assert!(ROUTE_LOCK_ATTEMPTS_MAX <= i32::MAX as u32);
 const _: () = assert!(TENANT_CAPABILITY_BINDINGS_MAX <= i32::MAX as usize);
 
 /// The whole resolve, one call of the data role's function (migration
-/// 0013, around the decision rounds).
+/// 0015, around the decision rounds).
 const RESOLVE: &str =
     "SELECT * FROM connreg.data_route_resolve($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
@@ -121,6 +121,7 @@ impl Data {
         let row = match once().await {
             Err(e) if health::lost_connection(&e) => {
                 self.calls.health.suspect(self.calls.pool_size);
+                commit::record_retry();
                 once().await?
             }
             answer => answer?,
@@ -128,6 +129,10 @@ impl Data {
         let answer = resolved(&row)?;
         if let Some(seq) = col::<Option<i64>>(&row, "commit_seq")? {
             commit::record(seq);
+        }
+        if let Some(seq) = col::<Option<i64>>(&row, "read_seq")? {
+            let unseen = col::<Option<Vec<i64>>>(&row, "read_unseen")?;
+            commit::record_read(seq, &unseen.unwrap_or_default());
         }
         Ok(answer)
     }

@@ -94,6 +94,9 @@ async fn handle<B: Backend>(
             resp: resp.clone(),
             lost: false,
             commit: None,
+            read_at: None,
+            read_unseen: Vec::new(),
+            retried: false,
             clock: None,
             released: None,
         });
@@ -109,6 +112,9 @@ async fn handle<B: Backend>(
             resp,
             lost,
             commit: effects.commit,
+            read_at: effects.read_at,
+            read_unseen: effects.read_unseen,
+            retried: effects.retried,
             clock: effects.clock,
             released: effects.released,
         })

@@ -252,6 +252,9 @@ pub(crate) async fn serve_replica(
                 resp: response.clone(),
                 lost: false,
                 commit: None,
+                read_at: None,
+                read_unseen: Vec::new(),
+                retried: false,
                 clock: None,
                 released: None,
             });

@@ -105,6 +105,9 @@ mod tests {
             },
             clock: None,
             commit: None,
+            read_at: None,
+            read_unseen: Vec::new(),
+            retried: false,
         };
         let named = rows_named(&a, &BTreeMap::new());
         assert_eq!(named.get("replica:r1"), Some(&1), "{named:?}");
@@ -128,6 +131,9 @@ mod tests {
             recorded,
             clock: None,
             commit: None,
+            read_at: None,
+            read_unseen: Vec::new(),
+            retried: false,
         };
         let named = rows_named(&a, &BTreeMap::new());
         assert_eq!(named.get("replica:r1"), Some(&1), "{named:?}");
