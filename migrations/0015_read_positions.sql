@@ -18,6 +18,9 @@
 -- * `connreg.commit_take()`: the next sequence, recorded there.
 --   `data_commit_order` and `route_decide_round` take it instead of the
 --   bare sequence; nothing else of `route_decide_round` changes.
+-- * `data_read_position()`: the same for a read-only transaction of an
+--   observing caller (route lookups, catalog pages and revisions), which
+--   calls it after its read, in the read's snapshot.
 -- * `data_route_resolve` returns `read_seq` and `read_unseen` (null but
 --   for an observed lock-free `existing` answer: the highest commit the
 --   snapshot shows, and the sequences below it, among the last 256, that
@@ -55,6 +58,26 @@ BEGIN
     EXECUTE replace(v_def, v_from, 'commit_seq := connreg.commit_take();');
 END
 $$;
+
+-- LOCK-5: where a read falls in the commit order, for an observing
+-- caller's read-only transaction (REPEATABLE READ: one snapshot for the
+-- read and this): the highest observed commit the snapshot shows, and the
+-- sequences below it, among the last 256, it does not.
+CREATE FUNCTION connreg.data_read_position()
+RETURNS TABLE (read_seq bigint, read_unseen bigint[])
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, connreg, pg_temp
+AS $$
+    WITH seen AS (
+        SELECT max(o.seq) AS top FROM connreg.observed_commits o
+    ), unseen AS (
+        SELECT array_agg(g.seq ORDER BY g.seq) AS seqs
+          FROM seen, generate_series(greatest(seen.top - 255, 1), seen.top) AS g(seq)
+         WHERE NOT EXISTS (SELECT 1 FROM connreg.observed_commits o WHERE o.seq = g.seq)
+    )
+    SELECT seen.top, coalesce(unseen.seqs, '{}') FROM seen, unseen
+$$;
+REVOKE ALL ON FUNCTION connreg.data_read_position() FROM PUBLIC;
 
 DROP FUNCTION connreg.data_route_resolve(text, text, text, bigint, text, boolean, text, text,
     boolean);

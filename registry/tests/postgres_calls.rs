@@ -8,7 +8,7 @@ mod postgres_common;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use connreg::contracts::{CatalogAdmin, ReplicaLifecycle, Routing};
+use connreg::contracts::{CatalogAdmin, CatalogRead, ReplicaLifecycle, Routing};
 use connreg::postgres::{LOCK_CLASS_ACTION, PgOptions, PgRegistry, lock_slot, observe_commit};
 use connreg::{
     Error, HeartbeatParams, ManualClock, Outcome, RegistryConfig, ResolveKind, SettleParams,
@@ -327,6 +327,16 @@ async fn a_lock_free_read_names_the_commits_its_snapshot_missed() {
     assert_eq!(again.unwrap().kind, ResolveKind::Existing);
     assert_eq!(read.read_at, Some(later));
     assert_eq!(read.read_unseen, vec![pending as u64]);
+    // A lookup and a catalog read report their snapshot's place too.
+    let (found, read) =
+        observe_commit(registry.route_get("t0".try_into().unwrap(), "h2".try_into().unwrap()))
+            .await;
+    assert!(found.unwrap().is_some());
+    assert_eq!((read.commit, read.read_at), (None, Some(later)));
+    assert_eq!(read.read_unseen, vec![pending as u64]);
+    let (revision, read) = observe_commit(registry.catalog_revision()).await;
+    assert!(revision.is_ok());
+    assert_eq!(read.read_at, Some(later));
     sqlx::query("COMMIT").execute(&mut slow).await.unwrap();
     let (_, read) = observe_commit(registry.route_resolve(request("h1", "t0"))).await;
     assert_eq!(read.read_at, Some(later));

@@ -399,7 +399,7 @@ fn oracle(path: &std::path::Path, scenario: Option<&str>) -> u8 {
         Err(e) => return bad(e),
     };
     say!(
-        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} lock-free reads placed by their snapshot ({} of them earlier in their step), {} found by a retry after a lost commit, {} maintenance `more` read before a renewal, {} `unavailable` skipped, {} fences renamed: {}",
+        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} lock-free reads placed by their snapshot ({} of them earlier in their step), {} found by a retry after a lost commit, {} maintenance `more` read before a renewal, {} `unavailable` skipped ({} found committed by a later answer), {} fences renamed: {}",
         report.ordered,
         report.placed,
         report.positioned,
@@ -407,6 +407,7 @@ fn oracle(path: &std::path::Path, scenario: Option<&str>) -> u8 {
         report.retried,
         report.stale_more,
         report.unknown,
+        report.unknown_committed,
         report.fences,
         if report.ok() {
             "the reference agrees"

@@ -10,13 +10,14 @@
 //!   call of an in-memory trace, whose order is the commit order; on
 //!   PostgreSQL, the answers that carry `reply.commit`): replayed in
 //!   order on the registry, each answer compared.
-//! - **Calls without a commit position** on PostgreSQL (reads, error
-//!   answers, successes that wrote nothing): the call ran within its step,
+//! - **Other calls without a position** on PostgreSQL (error answers,
+//!   successes that wrote nothing): the call ran within its step,
 //!   so it decided between two of the step's commits. It is tried at each
 //!   place between them, on a copy of the registry (nothing it does is
 //!   kept), and agrees when some place gives the recorded answer.
-//! - **Lock-free reads** on PostgreSQL (a held route's `existing`, which
-//!   takes no lock and commits nothing) carry the highest commit their
+//! - **Reads** on PostgreSQL (a held route's lock-free `existing`, route
+//!   lookups, catalog pages and revisions: each reads one snapshot and
+//!   commits nothing) carry the highest commit their
 //!   snapshot showed (`read_at`): each is compared after the step's
 //!   commits up to that one and before the rest. A commit with a lower
 //!   sequence may have been missing from the snapshot (its sequence taken,
@@ -55,14 +56,19 @@
 //!   another call of the step names a replica, it is counted
 //!   (`stale_more`) and agrees: `more = true` only asks for another call.
 //!
-//! What is not compared: `unavailable` answers (a database fault: the call
-//! may or may not have committed) are counted and skipped, their effect
-//! taken as not committed; a later answer that disagrees because one did
-//! commit is reported with the count of such answers before it.
+//! - **`unavailable` answers** (a database fault: the call may or may not
+//!   have committed) are counted and not compared; a writing call's is
+//!   kept pending ([`UNKNOWN_CALLS_MAX`]). A later answer that disagrees is
+//!   tried again with the pending calls taken as committed just before
+//!   it, all of them and then each alone; the first that agrees is kept
+//!   (`unknown_committed`). Pending calls are taken as never committed once
+//!   [`UNKNOWN_HORIZON_ANSWERS`] answers agreed after the last of them; a
+//!   divergence after one says how many were skipped.
 
 mod held;
 mod rows;
 mod snapshot;
+mod unknown;
 
 use rows::{RouteRows, rows_named};
 use std::collections::{BTreeMap, BTreeSet};
@@ -119,8 +125,8 @@ pub struct OracleReport {
     pub read_earlier: u64,
     /// `unavailable` answers skipped (commit unknown).
     pub unknown: u64,
-    /// Times a maintenance answer agreed only once the `unavailable`
-    /// maintenance calls before it were taken as committed.
+    /// Times an answer agreed only once `unavailable` writing calls before
+    /// it (all, or one of them) were taken as committed.
     pub unknown_committed: u64,
     /// Resolves answered `existing` where the reference creates the route or
     /// re-reserves a released one:
@@ -285,9 +291,14 @@ fn comparable(r: &Response) -> Value {
     v
 }
 
-/// Most maintenance calls answered `unavailable` the oracle keeps pending
-/// until a later maintenance answer decides whether they committed.
-pub const UNKNOWN_MAINTAINS_MAX: usize = 64;
+/// Most writing calls answered `unavailable` the oracle keeps pending
+/// until a later answer decides whether they committed.
+pub const UNKNOWN_CALLS_MAX: usize = 64;
+
+/// Answers that agree after the last `unavailable` one before the pending
+/// calls are taken as never committed: a commit whose reply was lost
+/// shows in the next few answers that touch what it wrote.
+pub const UNKNOWN_HORIZON_ANSWERS: u32 = 256;
 
 /// Most replicas one replayed decision may skip as held by concurrent
 /// calls before the oracle stops looking for the recorded pick.
@@ -345,7 +356,9 @@ pub struct Oracle {
     /// agreed, each with its clock: they may have committed (a failover
     /// keeps a commit whose answer was lost), which only a later
     /// maintenance answer tells.
-    unknown_maintains: Vec<(Option<u64>, Request)>,
+    unknown_calls: Vec<(Option<u64>, Request)>,
+    /// Answers agreed since the last call joined `unknown_calls`.
+    unknown_since: u32,
     /// Each action's route as the last resolve answer showed it.
     routes: BTreeMap<String, RouteRows>,
     /// Every replica a registration answered for.
@@ -393,7 +406,8 @@ impl Oracle {
             report: OracleReport::default(),
             records: 0,
             step_touches: BTreeMap::new(),
-            unknown_maintains: Vec::new(),
+            unknown_calls: Vec::new(),
+            unknown_since: 0,
             routes: BTreeMap::new(),
             replicas: BTreeSet::new(),
             stale_ranked: BTreeSet::new(),
@@ -547,24 +561,17 @@ impl Oracle {
     /// does; a different answer is the divergence.
     fn replay_ordered(&mut self, a: &Answer) {
         if Self::unknown(a) {
-            self.report.unknown += 1;
-            if matches!(a.request, Request::Maintain { .. })
-                && self.unknown_maintains.len() < UNKNOWN_MAINTAINS_MAX
-            {
-                let request = self.renaming.request(&a.request);
-                self.unknown_maintains.push((a.clock, request));
-            }
+            self.note_unknown(a);
             return;
         }
         self.set_clock(a);
         let request = self.renaming.request(&a.request);
-        // The reference as it stands, for deciding the unknown maintenance
-        // calls before this one should this one disagree.
-        let before = match request {
-            Request::Maintain { .. } if !self.unknown_maintains.is_empty() => {
-                self.registry.fork().ok()
-            }
-            _ => None,
+        // The reference as it stands, for deciding the unknown calls
+        // before this one should this one disagree.
+        let before = if self.unknown_calls.is_empty() {
+            None
+        } else {
+            self.registry.fork().ok()
         };
         let held = match self.held_for(a, &request) {
             Ok(h) => h,
@@ -601,50 +608,17 @@ impl Oracle {
         match self.renaming.agree(&recorded, &replayed_value) {
             Ok(next) => {
                 self.renaming = next;
-                if matches!(request, Request::Maintain { .. }) {
-                    self.unknown_maintains.clear();
-                }
+                self.unknown_agreed();
             }
             Err(detail) => {
                 if let Some(before) = before
-                    && self.committed_unknown_maintains(a, &request, &before)
+                    && let Some(registry) = self.committed_unknown_calls(a, &request, &before)
                 {
-                    self.registry = before;
+                    self.registry = registry;
                     return;
                 }
                 self.diverge(a, &replayed, detail)
             }
-        }
-    }
-
-    /// True when `a` (a maintenance answer the reference disagreed with)
-    /// agrees once the unknown maintenance calls before it are taken as
-    /// committed, on `before` (the reference before `a`), which then holds
-    /// them and `a`.
-    fn committed_unknown_maintains(
-        &mut self,
-        a: &Answer,
-        request: &Request,
-        before: &MemoryRegistry,
-    ) -> bool {
-        for (clock, unknown) in std::mem::take(&mut self.unknown_maintains) {
-            if let Some(ms) = clock {
-                self.clock.set(Timestamp(ms));
-            }
-            poll_inline(respond_plainly(before.clone(), unknown));
-        }
-        self.set_clock(a);
-        let again = poll_inline(respond_plainly(before.clone(), request.clone()));
-        match self
-            .renaming
-            .agree(&comparable(&a.recorded), &comparable(&again))
-        {
-            Ok(next) => {
-                self.renaming = next;
-                self.report.unknown_committed += 1;
-                true
-            }
-            Err(_) => false,
         }
     }
 
@@ -693,7 +667,7 @@ impl Oracle {
         unplaced.retain(|a| {
             let unknown = Self::unknown(a);
             if unknown {
-                self.report.unknown += 1;
+                self.note_unknown(a);
             }
             !unknown
         });

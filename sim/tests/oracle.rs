@@ -402,3 +402,38 @@ fn a_lock_free_existing_answer_is_placed_by_the_snapshot_it_read() {
         .expect("a snapshot past every commit");
     assert!(d.detail.contains("not made yet"), "{:?}", d.lines());
 }
+
+#[test]
+fn a_settlement_answered_unavailable_that_committed_is_found_by_a_later_answer() {
+    // spec: SIM-4, SETTLE-4
+    // A lost connection after the COMMIT of a settlement: its caller saw
+    // `unavailable`, the store released the route. The next settlement of
+    // the action answers `released: false`, which the reference gives only
+    // with the first one committed.
+    let file = "0035_shared_action_cancelled.toml";
+    let clean = as_concurrent(&trace(file, 1));
+    let parse = |l: &str| -> serde_json::Value { serde_json::from_str(l).unwrap() };
+    let release = first_reply(&clean, |v| {
+        v["resp"]["op"] == "settle" && v["resp"]["result"]["Ok"]["released"] == true
+    });
+    let action = parse(&clean[release - 1])["released"][0]["action"].clone();
+    let again = first_reply(&clean, |v| {
+        v["resp"]["op"] == "settle" && v["resp"]["result"]["Ok"]["released"] == false
+    });
+    assert!(again > release);
+    let mut lines = clean.clone();
+    let mut lost = parse(&lines[release - 1]);
+    lost["resp"]["result"] = serde_json::json!({"Err": {"kind": "unavailable", "message": "lost"}});
+    for key in ["commit", "released"] {
+        lost.as_object_mut().unwrap().remove(key);
+    }
+    lines[release - 1] = lost.to_string();
+    let report = oracle(file, &lines).unwrap();
+    assert!(
+        report.ok(),
+        "{action}: {:?}",
+        report.divergence.map(|d| d.lines())
+    );
+    assert_eq!(report.unknown, 1);
+    assert_eq!(report.unknown_committed, 1);
+}

@@ -60,17 +60,20 @@ impl Data {
             Reader::Tenant(t) => (Some(t.as_str()), false),
             Reader::Internal { include_unbound } => (None, *include_unbound),
         };
-        let rows = sqlx::query(PAGE)
-            .bind(tenant)
-            .bind(planned.after_capability().map(|c| c.as_str()))
-            .bind(planned.capability.as_ref().map(|c| c.as_str()))
-            .bind(planned.search.as_deref())
-            .bind(planned.profile.as_ref().map(|p| p.as_str()))
-            .bind(include_unbound)
-            .bind(i64::from(planned.page_items) + 1)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db)?;
+        let rows = tx::read_one(&self.pool, async |conn: &mut PgConnection| {
+            sqlx::query(PAGE)
+                .bind(tenant)
+                .bind(planned.after_capability().map(|c| c.as_str()))
+                .bind(planned.capability.as_ref().map(|c| c.as_str()))
+                .bind(planned.search.as_deref())
+                .bind(planned.profile.as_ref().map(|p| p.as_str()))
+                .bind(include_unbound)
+                .bind(i64::from(planned.page_items) + 1)
+                .fetch_all(conn)
+                .await
+                .map_err(db)
+        })
+        .await?;
         let Some(first) = rows.first() else {
             return Err(super::error::corrupt("data_catalog_page"));
         };
@@ -87,10 +90,13 @@ impl Data {
 
     /// The current revision.
     pub(crate) async fn catalog_revision(&self) -> Result<Revision> {
-        let v: i64 = sqlx::query_scalar(REVISION)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(db)?;
+        let v: i64 = tx::read_one(&self.pool, async |conn: &mut PgConnection| {
+            sqlx::query_scalar(REVISION)
+                .fetch_one(conn)
+                .await
+                .map_err(db)
+        })
+        .await?;
         Ok(Revision(u64_of("revision", v)?))
     }
 }

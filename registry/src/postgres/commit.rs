@@ -100,6 +100,22 @@ pub(crate) fn record_read(seq: i64, unseen: &[i64]) {
     });
 }
 
+/// Reads, in the caller's transaction and its snapshot, the highest
+/// observed commit that snapshot shows and the lower ones it does not
+/// (migration 0015), and records them as the observed call's read
+/// position.
+pub(crate) async fn record_read_position(conn: &mut PgConnection) -> Result<()> {
+    let (seq, unseen): (Option<i64>, Vec<i64>) =
+        sqlx::query_as("SELECT * FROM connreg.data_read_position()")
+            .fetch_one(conn)
+            .await
+            .map_err(db)?;
+    if let Some(seq) = seq {
+        record_read(seq, &unseen);
+    }
+    Ok(())
+}
+
 /// Records that the observed call was run again after a lost connection.
 pub(crate) fn record_retry() {
     update(|o| o.retried = true);

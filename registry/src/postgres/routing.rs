@@ -193,12 +193,15 @@ impl Data {
         tenant: TenantId,
         action: ActionId,
     ) -> Result<Option<RouteRecord>> {
-        let row = sqlx::query(SELECT_TENANT_ROUTE)
-            .bind(tenant.as_str())
-            .bind(action.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db)?;
+        let row = tx::read_one(&self.pool, async |conn: &mut PgConnection| {
+            sqlx::query(SELECT_TENANT_ROUTE)
+                .bind(tenant.as_str())
+                .bind(action.as_str())
+                .fetch_optional(conn)
+                .await
+                .map_err(db)
+        })
+        .await?;
         row.as_ref().map(route).transpose()
     }
 

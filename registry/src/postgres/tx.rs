@@ -179,6 +179,41 @@ where
     }
 }
 
+/// Runs `body`, one read-only statement, as [`single`]; or, when the caller
+/// observes commit order ([`commit::observe_commit`]), in a `REPEATABLE
+/// READ` transaction that then reads, in the same snapshot, where that
+/// snapshot falls in the commit order (LOCK-5). The statement is the same
+/// on both paths.
+pub(crate) async fn read_one<T, F>(pool: &PgPool, body: F) -> Result<T>
+where
+    F: AsyncFnOnce(&mut PgConnection) -> Result<T>,
+{
+    if !commit::observed() {
+        return single(pool, body).await;
+    }
+    let mut conn = pool.acquire().await.map_err(db)?;
+    let mut closing = Closing {
+        conn: &mut conn,
+        keep: false,
+    };
+    sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .execute(&mut **closing.conn)
+        .await
+        .map_err(db)?;
+    let answer = body(&mut *closing.conn).await;
+    let position = match &answer {
+        Ok(_) => commit::record_read_position(&mut *closing.conn).await,
+        Err(_) => Ok(()),
+    };
+    sqlx::query("ROLLBACK")
+        .execute(&mut **closing.conn)
+        .await
+        .map_err(db)?;
+    closing.keep();
+    position?;
+    answer
+}
+
 /// Runs `body` (single statements, no transaction of its own) on a pooled
 /// connection that is closed, not returned, if the call is abandoned
 /// midway.

@@ -1,0 +1,74 @@
+//! Writing calls answered `unavailable`: a lost connection may have come
+//! before or after their COMMIT, so a later answer decides.
+
+use connreg::{MemoryRegistry, Timestamp};
+
+use super::{Answer, Oracle, UNKNOWN_CALLS_MAX, UNKNOWN_HORIZON_ANSWERS, comparable};
+use crate::backend::{poll_inline, respond_plainly};
+use crate::wire::Request;
+
+impl Oracle {
+    /// Counts an `unavailable` answer and keeps a writing call pending.
+    pub(super) fn note_unknown(&mut self, a: &Answer) {
+        self.report.unknown += 1;
+        if a.request.mutates() && self.unknown_calls.len() < UNKNOWN_CALLS_MAX {
+            let request = self.renaming.request(&a.request);
+            self.unknown_calls.push((a.clock, request));
+            self.unknown_since = 0;
+        }
+    }
+
+    /// One more answer agreed with the pending calls taken as not
+    /// committed; past the horizon they are dropped.
+    pub(super) fn unknown_agreed(&mut self) {
+        if self.unknown_calls.is_empty() {
+            return;
+        }
+        self.unknown_since += 1;
+        if self.unknown_since >= UNKNOWN_HORIZON_ANSWERS {
+            self.unknown_calls.clear();
+        }
+    }
+
+    /// The reference holding `a` (an answer it disagreed with) and the
+    /// pending calls that make it agree, taken as committed just before
+    /// `a` on a copy of `before` (the reference before `a`): all of them,
+    /// else each alone. `None` when no such choice agrees.
+    pub(super) fn committed_unknown_calls(
+        &mut self,
+        a: &Answer,
+        request: &Request,
+        before: &MemoryRegistry,
+    ) -> Option<MemoryRegistry> {
+        let n = self.unknown_calls.len();
+        let mut choices: Vec<Vec<usize>> = vec![(0..n).collect()];
+        if n > 1 {
+            choices.extend((0..n).map(|i| vec![i]));
+        }
+        for chosen in choices {
+            let Ok(registry) = before.fork() else {
+                return None;
+            };
+            for &i in &chosen {
+                let (clock, unknown) = &self.unknown_calls[i];
+                if let Some(ms) = clock {
+                    self.clock.set(Timestamp(*ms));
+                }
+                poll_inline(respond_plainly(registry.clone(), unknown.clone()));
+            }
+            self.set_clock(a);
+            let again = poll_inline(respond_plainly(registry.clone(), request.clone()));
+            if let Ok(next) = (self.renaming).agree(&comparable(&a.recorded), &comparable(&again)) {
+                self.renaming = next;
+                self.report.unknown_committed += 1;
+                let mut i = 0;
+                self.unknown_calls.retain(|_| {
+                    i += 1;
+                    !chosen.contains(&(i - 1))
+                });
+                return Some(registry);
+            }
+        }
+        None
+    }
+}
