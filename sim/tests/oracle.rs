@@ -437,3 +437,46 @@ fn a_settlement_answered_unavailable_that_committed_is_found_by_a_later_answer()
     assert_eq!(report.unknown, 1);
     assert_eq!(report.unknown_committed, 1);
 }
+
+#[test]
+fn a_read_of_what_a_retried_call_committed_agrees_beside_it() {
+    // spec: SIM-4, LOCK-5, PIN-3
+    // A re-reservation whose COMMIT reply was lost: the backend retries it
+    // and finds it (`existing`, `retried`), and another caller's lock-free
+    // read of the same step saw it too. Neither carries the lost commit's
+    // sequence, only reads at or past it; the retried call's effect is
+    // taken first, whatever order the two answers came back in.
+    let file = "0035_shared_action_cancelled.toml";
+    let clean = as_concurrent(&trace(file, 1));
+    let parse = |l: &str| -> serde_json::Value { serde_json::from_str(l).unwrap() };
+    let at = first_reply(&clean, |v| v["resp"]["result"]["Ok"]["kind"] == "reserved");
+    let mut retried = parse(&clean[at - 1]);
+    let lost = retried.as_object_mut().unwrap().remove("commit").unwrap();
+    retried["resp"]["result"]["Ok"]["kind"] = "existing".into();
+    retried["read_at"] = lost;
+    retried["retried"] = true.into();
+    let id = retried["id"].as_u64().unwrap();
+    let request = (clean.iter().map(|l| parse(l)))
+        .find(|v| v["ev"] == "rpc" && v["id"] == id)
+        .unwrap();
+    let other = 1
+        + (clean
+            .iter()
+            .filter_map(|l| parse(l)["id"].as_u64())
+            .max()
+            .unwrap());
+    let mut read = retried.clone();
+    read["id"] = other.into();
+    read.as_object_mut().unwrap().remove("retried");
+    let mut asked = request.clone();
+    asked["id"] = other.into();
+    let mut lines = clean.clone();
+    lines[at - 1] = retried.to_string();
+    // The other caller asked with the first and was answered before it.
+    lines.insert(at - 1, read.to_string());
+    let first_ask = lines.iter().position(|l| parse(l) == request).unwrap();
+    lines.insert(first_ask + 1, asked.to_string());
+    let report = oracle(file, &lines).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    assert_eq!((report.retried, report.positioned), (1, 2));
+}

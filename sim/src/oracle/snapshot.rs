@@ -111,6 +111,10 @@ impl Oracle {
                 earlier: None,
             });
         }
+        // A retried call's first attempt committed what the others may
+        // have read (its sequence, lost with the reply, is below their
+        // `read_at`): at one place, the reference takes it first.
+        reads.sort_by_key(|r| !r.answer.retried);
         Some(reads)
     }
 
