@@ -25,7 +25,10 @@
 //!   (`read_unseen`), and may then agree at a place before the first of
 //!   them, counted (`read_earlier`). A snapshot
 //!   past every commit made so far is a divergence, unless the step holds
-//!   an answer whose commit went unrecorded (`unavailable`, retried).
+//!   an answer whose commit went unrecorded (`unavailable`, retried). A
+//!   retried call's read found its own first attempt's commit, whose
+//!   sequence was lost with the reply: it is taken first at its place, and
+//!   before any earlier read of the step that disagrees without it.
 //! - **Fences** are compared up to renaming: the fence numbers of two
 //!   backends need not be equal, so the oracle keeps a one-to-one map
 //!   (built as answers name fences) and translates the fences the calls

@@ -479,4 +479,28 @@ fn a_read_of_what_a_retried_call_committed_agrees_beside_it() {
     let report = oracle(file, &lines).unwrap();
     assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
     assert_eq!((report.retried, report.positioned), (1, 2));
+    // The retried call read past a later commit of the step, so its place
+    // comes after the other read's: it is taken first all the same.
+    let at = lines.iter().position(|l| parse(l) == retried).unwrap() + 1;
+    let next = at
+        + lines[at..]
+            .iter()
+            .position(|l| {
+                let v = parse(l);
+                v["ev"] == "reply"
+                    && v["commit"].is_u64()
+                    && v["from"]
+                        .as_str()
+                        .is_some_and(|f| f.starts_with("registry"))
+            })
+            .unwrap()
+        + 1;
+    let next_at = parse(&lines[next - 1])["commit"].clone();
+    let mut later = moved_beside(&lines, next, parse(&lines[next - 1]), at - 1);
+    let mut past = retried.clone();
+    past["read_at"] = next_at;
+    later[at - 1] = past.to_string();
+    let report = oracle(file, &later).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    assert_eq!((report.retried, report.positioned), (1, 2));
 }

@@ -19,6 +19,8 @@ pub(super) struct SnapshotRead {
     lowest: usize,
     /// The reference's answer at the last earlier place that agreed.
     earlier: Option<Response>,
+    /// Compared already (a retried call taken before its place).
+    done: bool,
 }
 
 /// How an answer compares with the reference's at one place.
@@ -109,6 +111,7 @@ impl Oracle {
                 place,
                 lowest,
                 earlier: None,
+                done: false,
             });
         }
         // A retried call's first attempt committed what the others may
@@ -123,7 +126,19 @@ impl Oracle {
     /// earlier one its snapshot allows (one where a commit it did not show
     /// was still to come). False once the oracle diverged or failed.
     pub(super) fn read_snapshots_at(&mut self, place: usize, reads: &mut [SnapshotRead]) -> bool {
-        for read in (reads.iter_mut()).filter(|r| (r.lowest..=r.place).contains(&place)) {
+        for i in 0..reads.len() {
+            let read = &reads[i];
+            if read.done || !(read.lowest..=read.place).contains(&place) {
+                continue;
+            }
+            if read.place == place
+                && !read.answer.retried
+                && !matches!(self.compare_here(&read.answer), Ok(Compared::Agrees { .. }))
+                && !self.retried_reads_first(place, reads)
+            {
+                return false;
+            }
+            let read = &mut reads[i];
             let replayed = match self.try_here(&read.answer) {
                 Ok(r) => r,
                 Err(e) => {
@@ -163,6 +178,33 @@ impl Oracle {
                     return false;
                 }
                 Compared::Differs { .. } => {}
+            }
+        }
+        true
+    }
+
+    /// Before a read at `place` that disagrees: the step's retried calls
+    /// still to come, taken now. Each one's first attempt committed at a
+    /// sequence that went unrecorded with its reply, below its own
+    /// `read_at` but possibly below this read's too; one that disagrees
+    /// here stays for its own place. False once the oracle failed.
+    fn retried_reads_first(&mut self, place: usize, reads: &mut [SnapshotRead]) -> bool {
+        for read in reads.iter_mut() {
+            if read.done || !read.answer.retried || read.place <= place {
+                continue;
+            }
+            match self.compare_here(&read.answer) {
+                Ok(Compared::Agrees { next, keep }) => {
+                    read.done = true;
+                    self.accept(&read.answer, next, keep);
+                    self.report.positioned += 1;
+                }
+                // Not here: it stays for its own place.
+                Ok(Compared::Differs { .. }) => {}
+                Err(e) => {
+                    self.error = Some(e);
+                    return false;
+                }
             }
         }
         true
