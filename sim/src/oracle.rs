@@ -62,8 +62,10 @@
 //! - **`unavailable` answers** (a database fault: the call may or may not
 //!   have committed) are counted and not compared; a writing call's is
 //!   kept pending ([`UNKNOWN_CALLS_MAX`]). A later answer that disagrees is
-//!   tried again with the pending calls taken as committed just before
-//!   it, all of them and then each alone; the first that agrees is kept
+//!   tried again (at its place, a read at its snapshot's, an answer
+//!   searched within its step after the step's last commit) with the
+//!   pending calls taken as committed just before it, all of them and
+//!   then each alone; the first that agrees is kept
 //!   (`unknown_committed`). Pending calls are taken as never committed once
 //!   [`UNKNOWN_HORIZON_ANSWERS`] answers agreed after the last of them; a
 //!   divergence after one says how many were skipped.
@@ -718,6 +720,7 @@ impl Oracle {
                 }
             }
         }
+        open.retain(|&i| !self.agrees_with_unknowns(&unplaced[i]));
         if let Some(&i) = open.first() {
             let a = &unplaced[i];
             let replayed = last.remove(&i).unwrap_or(Response::Refused {

@@ -504,3 +504,34 @@ fn a_read_of_what_a_retried_call_committed_agrees_beside_it() {
     assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
     assert_eq!((report.retried, report.positioned), (1, 2));
 }
+
+#[test]
+fn a_read_of_what_an_unavailable_call_committed_agrees() {
+    // spec: SIM-4, ROUTE-3, LOCK-5
+    // A new route whose caller saw `unavailable` (the connection was lost
+    // after the COMMIT), then a lock-free read of that route: the read
+    // agrees once the lost call is taken as committed before it.
+    let file = "0035_shared_action_cancelled.toml";
+    let clean = as_concurrent(&trace(file, 1));
+    let parse = |l: &str| -> serde_json::Value { serde_json::from_str(l).unwrap() };
+    let existing = first_reply(&clean, |v| v["resp"]["result"]["Ok"]["kind"] == "existing");
+    let action =
+        parse(&clean[existing - 1])["resp"]["result"]["Ok"]["assignment"]["identity"]["action"]
+            .clone();
+    let created = first_reply(&clean, |v| {
+        v["resp"]["result"]["Ok"]["kind"] == "created"
+            && v["resp"]["result"]["Ok"]["assignment"]["identity"]["action"] == action
+    });
+    let mut lines = clean.clone();
+    let mut lost = parse(&lines[created - 1]);
+    lost["resp"]["result"] = serde_json::json!({"Err": {"kind": "unavailable", "message": "lost"}});
+    let seq = lost.as_object_mut().unwrap().remove("commit").unwrap();
+    lines[created - 1] = lost.to_string();
+    let mut read = parse(&lines[existing - 1]);
+    read.as_object_mut().unwrap().remove("commit");
+    read["read_at"] = seq;
+    lines[existing - 1] = read.to_string();
+    let report = oracle(file, &lines).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    assert_eq!((report.unknown, report.unknown_committed), (1, 1));
+}

@@ -71,4 +71,25 @@ impl Oracle {
         }
         None
     }
+
+    /// `a` disagreed with the reference at its place (a read placed by its
+    /// snapshot, or an answer searched within its step): true when it
+    /// agrees once pending calls are taken as committed just before it,
+    /// the reference then holding them.
+    pub(super) fn agrees_with_unknowns(&mut self, a: &Answer) -> bool {
+        if self.unknown_calls.is_empty() {
+            return false;
+        }
+        let Ok(before) = self.registry.fork() else {
+            return false;
+        };
+        let request = self.renaming.request(&a.request);
+        match self.committed_unknown_calls(a, &request, &before) {
+            Some(registry) => {
+                self.registry = registry;
+                true
+            }
+            None => false,
+        }
+    }
 }
