@@ -34,10 +34,6 @@ impl<K: Hash + Ord, V> LookupMap<K, V> {
         self.0.get(key)
     }
 
-    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        self.0.get_mut(key)
-    }
-
     pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
         self.0.insert(key, value)
     }
@@ -73,8 +69,6 @@ mod tests {
         assert_eq!(keys, vec![(1, 10), (3, 31), (5, 50), (7, 70), (9, 90)]);
         assert_eq!(map.len(), 5);
         assert_eq!(map.get(&9), Some(&90));
-        *map.get_mut(&9).unwrap() += 1;
-        assert_eq!(map.get(&9), Some(&91));
         map.clear();
         assert_eq!(map.len(), 0);
         assert_eq!(map.get(&1), None);

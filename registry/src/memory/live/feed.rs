@@ -1,6 +1,6 @@
 //! The change feed of the live state: every write stamps the rows it
 //! wrote with the next change number, and a read of the feed lists the
-//! rows stamped after a cursor, through an index ordered by stamp, without
+//! rows stamped after a cursor, through a log ordered by stamp, without
 //! visiting the rows that did not change.
 //!
 //! Stamped rows: a replica (registration, heartbeat, drain, maintenance,
@@ -8,97 +8,74 @@
 //! (created, reserved again, settled, released by maintenance) and an
 //! admission scope (its counter moved, or a publication wrote it). Rows
 //! are never deleted, so the feed has no deletions to report.
+//!
+//! Each kind of row is numbered densely in the order rows are first
+//! written (a replica's registration, a route's creation, a scope's
+//! counter), so the log names a row by its number: a write is one push,
+//! with no search for the row's earlier entry.
 
-use std::collections::BTreeSet;
-use std::hash::Hash;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{Error, Result};
-use crate::id::{ActionId, ReplicaId, ScopeId};
 use crate::inspect::{ChangeCursor, INSPECT_ROWS_MAX, ScopeUsage, StoreChanges, StoreSnapshot};
 use crate::request::{Change, Publication};
 
 use super::LiveState;
 use crate::memory::catalog::CatalogState;
-use crate::memory::lookup::LookupMap;
 
-/// Emptied entries a [`Stamps`] log keeps before it is compacted, at the
-/// least; past it, a compaction runs once they outnumber the live ones.
-const STAMP_LOG_EMPTIES_MIN: usize = 1024;
+/// Entries a [`Stamps`] log holds before it is first compacted; past it,
+/// a compaction runs once the log holds more than twice the entries the
+/// last one kept.
+const STAMP_LOG_COMPACT_MIN: usize = 1024;
 
-/// Every key of one kind of row with its last stamp, in stamp order.
+/// The stamps of one kind of row, in stamp order: (stamp, row number).
 ///
-/// The log is appended to: a key stamped again empties its old entry and
-/// gets a new one at the end, so a write is one hash lookup and one push,
-/// and a read of the keys after a stamp is one binary search and a scan of
-/// what follows. Emptied entries are dropped once they outnumber the live
-/// ones (and [`STAMP_LOG_EMPTIES_MIN`]), so the log stays within about
-/// twice the keys and compaction costs O(1) per write, amortized.
-#[derive(Debug, Clone)]
-struct Stamps<K> {
-    /// key → the index of its entry in `log`: searched on every write,
-    /// never listed.
-    at: LookupMap<K, usize>,
-    /// (stamp, key) in stamp order; `None` where the key was stamped again.
-    log: Vec<(u64, Option<K>)>,
-    /// Entries of `log` that are `None`.
-    empties: usize,
+/// A row stamped again leaves its older entry in the log, which the next
+/// compaction drops: it keeps each row's last entry, found by one scan
+/// from the end with a bit per row. A compaction runs when the log has
+/// doubled since the last one kept its entries, so the log stays within
+/// about twice the rows written, and a write costs O(1), amortized.
+#[derive(Debug, Clone, Default)]
+struct Stamps {
+    /// (stamp, row) in stamp order; a row may appear more than once, its
+    /// last entry holding its last stamp.
+    log: Vec<(u64, u32)>,
+    /// Rows numbered so far: one more than the largest number logged.
+    rows: u32,
+    /// Entries the last compaction kept.
+    kept: usize,
 }
 
-impl<K> Default for Stamps<K> {
-    fn default() -> Self {
-        Stamps {
-            at: LookupMap::default(),
-            log: Vec::new(),
-            empties: 0,
-        }
-    }
-}
-
-impl<K: Ord + Hash + Clone> Stamps<K> {
-    fn stamp(&mut self, key: &K, stamp: u64) {
-        let next = self.log.len();
-        match self.at.get_mut(key) {
-            Some(at) => {
-                let key = self.log[*at]
-                    .1
-                    .take()
-                    .unwrap_or_else(|| unreachable!("a key's entry is never empty"));
-                *at = next;
-                self.empties += 1;
-                self.log.push((stamp, Some(key)));
-            }
-            None => {
-                self.at.insert(key.clone(), next);
-                self.log.push((stamp, Some(key.clone())));
-            }
-        }
-        if self.empties >= STAMP_LOG_EMPTIES_MIN && self.empties * 2 > self.log.len() {
+impl Stamps {
+    fn stamp(&mut self, row: u32, stamp: u64) {
+        self.rows = self.rows.max(row + 1);
+        self.log.push((stamp, row));
+        if self.log.len() >= STAMP_LOG_COMPACT_MIN && self.log.len() > 2 * self.kept {
             self.compact();
         }
     }
 
-    /// Drops the emptied entries and points every key at its new place.
+    /// Keeps each row's last entry only.
     fn compact(&mut self) {
-        self.log.retain(|(_, k)| k.is_some());
-        self.empties = 0;
-        for (i, (_, key)) in self.log.iter().enumerate() {
-            let key = key
-                .as_ref()
-                .unwrap_or_else(|| unreachable!("empty entries were dropped"));
-            *self
-                .at
-                .get_mut(key)
-                .unwrap_or_else(|| unreachable!("every logged key is indexed")) = i;
+        let mut seen = vec![false; self.rows as usize];
+        let mut kept: Vec<(u64, u32)> = Vec::with_capacity(self.log.len().min(self.rows as usize));
+        for &(stamp, row) in self.log.iter().rev() {
+            let seen = &mut seen[row as usize];
+            if !*seen {
+                *seen = true;
+                kept.push((stamp, row));
+            }
         }
+        kept.reverse();
+        self.kept = kept.len();
+        self.log = kept;
     }
 
-    /// The keys stamped after `after`, in key order.
-    fn since(&self, after: u64) -> BTreeSet<&K> {
+    /// The rows stamped after `after`, in stamp order; a row stamped
+    /// more than once since may be listed more than once.
+    fn since(&self, after: u64) -> impl Iterator<Item = u32> + '_ {
         let from = self.log.partition_point(|(stamp, _)| *stamp <= after);
-        self.log[from..]
-            .iter()
-            .filter_map(|(_, k)| k.as_ref())
-            .collect()
+        self.log[from..].iter().map(|&(_, row)| row)
     }
 }
 
@@ -107,9 +84,12 @@ impl<K: Ord + Hash + Clone> Stamps<K> {
 pub(crate) struct ChangeLog {
     /// The last stamp handed out (0: nothing written yet).
     last: u64,
-    replicas: Stamps<ReplicaId>,
-    scopes: Stamps<ScopeId>,
-    routes: Stamps<ActionId>,
+    /// By replica number (`Slot::number`).
+    replicas: Stamps,
+    /// By scope counter.
+    scopes: Stamps,
+    /// By route number (the route's place in `LiveState::route_rows`).
+    routes: Stamps,
 }
 
 impl ChangeLog {
@@ -118,29 +98,29 @@ impl ChangeLog {
         self.last
     }
 
-    /// `replica`'s row was written.
-    pub(super) fn replica(&mut self, replica: &ReplicaId) {
+    /// The replica numbered `replica` was written.
+    pub(super) fn replica(&mut self, replica: u32) {
         let stamp = self.next();
         self.replicas.stamp(replica, stamp);
     }
 
-    /// `scope`'s row (its counter or its record) was written.
-    pub(super) fn scope(&mut self, scope: &ScopeId) {
+    /// The scope counted by `counter` was written.
+    pub(super) fn scope(&mut self, counter: u32) {
         let stamp = self.next();
-        self.scopes.stamp(scope, stamp);
+        self.scopes.stamp(counter, stamp);
     }
 
-    /// The counters of `scopes` moved.
-    pub(super) fn scopes<'a>(&mut self, scopes: impl IntoIterator<Item = &'a ScopeId>) {
-        for scope in scopes {
-            self.scope(scope);
+    /// The scopes counted by `counters` moved.
+    pub(super) fn scopes(&mut self, counters: &[u32]) {
+        for &counter in counters {
+            self.scope(counter);
         }
     }
 
-    /// `action`'s route was written.
-    pub(super) fn route(&mut self, action: &ActionId) {
+    /// The route numbered `route` was written.
+    pub(super) fn route(&mut self, route: u32) {
         let stamp = self.next();
-        self.routes.stamp(action, stamp);
+        self.routes.stamp(route, stamp);
     }
 }
 
@@ -149,7 +129,8 @@ impl LiveState {
     pub(crate) fn published(&mut self, publication: &Publication) {
         for change in &publication.changes {
             if let Change::UpsertScope(scope) = change {
-                self.changes.scope(&scope.id);
+                let counter = self.counter_of(&scope.id);
+                self.changes.scope(counter);
             }
         }
     }
@@ -172,19 +153,35 @@ impl LiveState {
                 });
             }
         };
-        let replicas = self.changes.replicas.since(after);
-        let scopes = self.changes.scopes.since(after);
-        let routes = self.changes.routes.since(after);
+        let replicas: BTreeMap<_, _> = self
+            .changes
+            .replicas
+            .since(after)
+            .map(|n| &self.slot(self.replica_at[n as usize]).replica)
+            .map(|r| (&r.spec.id, r))
+            .collect();
+        let scopes: BTreeSet<_> = self
+            .changes
+            .scopes
+            .since(after)
+            .map(|counter| &self.scope_ids[counter as usize])
+            .collect();
+        let routes: BTreeMap<_, _> = self
+            .changes
+            .routes
+            .since(after)
+            .map(|n| {
+                let row = &self.route_rows[n as usize];
+                (&row.action, &row.route)
+            })
+            .collect();
         if replicas.len() + scopes.len() + routes.len() > INSPECT_ROWS_MAX {
             return Err(Error::limit("inspected rows", INSPECT_ROWS_MAX));
         }
         Ok(StoreChanges {
             snapshot: StoreSnapshot {
                 revision: catalog.revision,
-                replicas: replicas
-                    .into_iter()
-                    .filter_map(|id| self.replica(id).cloned())
-                    .collect(),
+                replicas: replicas.into_values().cloned().collect(),
                 scopes: scopes
                     .into_iter()
                     .filter_map(|id| catalog.scopes.get(id))
@@ -195,7 +192,7 @@ impl LiveState {
                     .collect(),
                 routes: routes
                     .into_iter()
-                    .filter_map(|action| Some(self.routes.get(action)?.record(action)))
+                    .map(|(action, route)| route.record(action))
                     .collect(),
             },
             complete: false,
@@ -208,9 +205,9 @@ impl LiveState {
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
-    use super::{STAMP_LOG_EMPTIES_MIN, Stamps};
+    use super::{STAMP_LOG_COMPACT_MIN, Stamps};
 
-    /// The keys after each stamp, as a map of every key's last stamp
+    /// The rows after each stamp, as a map of every row's last stamp
     /// lists them.
     fn model_since(last: &BTreeMap<u32, u64>, after: u64) -> BTreeSet<u32> {
         last.iter()
@@ -220,31 +217,31 @@ mod tests {
     }
 
     #[test]
-    fn the_keys_after_a_stamp_are_those_whose_last_stamp_is_later_across_compactions() {
+    fn the_rows_after_a_stamp_are_those_whose_last_stamp_is_later_across_compactions() {
         let mut stamps = Stamps::default();
         let mut last = BTreeMap::new();
-        // A few hot keys stamped over and over among many cold ones, so the
+        // A few hot rows stamped over and over among many cold ones, so the
         // log compacts several times.
         let mut x: u64 = 7;
-        let writes = (STAMP_LOG_EMPTIES_MIN * 8) as u64;
+        let writes = (STAMP_LOG_COMPACT_MIN * 8) as u64;
         for stamp in 1..=writes {
             x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            let key = if x >> 60 < 12 {
+            let row = if x >> 60 < 12 {
                 (x >> 33) as u32 % 16
             } else {
                 (x >> 33) as u32 % 5_000
             };
-            stamps.stamp(&key, stamp);
-            last.insert(key, stamp);
+            stamps.stamp(row, stamp);
+            last.insert(row, stamp);
             assert!(
-                stamps.log.len() <= 2 * last.len() + STAMP_LOG_EMPTIES_MIN,
-                "the log stays within twice its keys: {} entries, {} keys",
+                stamps.log.len() <= 2 * last.len() + STAMP_LOG_COMPACT_MIN,
+                "the log stays within twice its rows: {} entries, {} rows",
                 stamps.log.len(),
                 last.len()
             );
             if stamp % 997 == 0 {
                 for after in [0, stamp / 2, stamp - 10, stamp - 1, stamp] {
-                    let got: BTreeSet<u32> = stamps.since(after).into_iter().copied().collect();
+                    let got: BTreeSet<u32> = stamps.since(after).collect();
                     assert_eq!(
                         got,
                         model_since(&last, after),

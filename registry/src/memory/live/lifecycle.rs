@@ -62,9 +62,11 @@ impl LiveState {
             r.health_seq = params.health_seq;
             r.lease_expires_at = lease;
             r.state = ReplicaState::Ready;
+            let back = r.clone();
             self.leases.insert((lease, spec.id.clone()));
-            self.changes.replica(&spec.id);
-            return Ok(r.clone());
+            let number = self.slot(at).number;
+            self.changes.replica(number);
+            return Ok(back);
         }
         let siblings = self
             .replicas_per_instance
@@ -99,19 +101,23 @@ impl LiveState {
         let codes = self
             .topology
             .register(&spec.region, &spec.zone, &spec.capacity_class);
+        let number = u32::try_from(self.replica_at.len())
+            .unwrap_or_else(|_| unreachable!("replicas are bounded per instance"));
+        self.replica_at.push(at);
         self.groups[group as usize].push(Slot {
             replica: replica.clone(),
             codes,
             reserved: BTreeSet::new(),
             template: None,
+            number,
         });
-        self.changes.replica(&spec.id);
+        self.changes.replica(number);
         Ok(replica)
     }
 
-    pub(super) fn replica_mut(&mut self, id: &ReplicaId) -> Result<&mut Replica> {
+    pub(super) fn slot_of_mut(&mut self, id: &ReplicaId) -> Result<&mut Slot> {
         match self.slot_of.get(id) {
-            Some(&at) => Ok(&mut self.slot_mut(at).replica),
+            Some(&at) => Ok(self.slot_mut(at)),
             None => Err(Error::NotFound {
                 what: "replica",
                 id: id.to_string(),
@@ -129,7 +135,9 @@ impl LiveState {
         now: Timestamp,
         keep_lease: bool,
     ) -> Result<HeartbeatOutcome> {
-        let r = self.replica_mut(&params.replica)?;
+        let slot = self.slot_of_mut(&params.replica)?;
+        let number = slot.number;
+        let r = &mut slot.replica;
         if r.state == ReplicaState::Offline {
             return Err(Error::ReplicaUnavailable);
         }
@@ -144,18 +152,19 @@ impl LiveState {
         let new = r.lease_expires_at;
         self.leases.remove(&(old, params.replica.clone()));
         self.leases.insert((new, params.replica.clone()));
-        self.changes.replica(&params.replica);
+        self.changes.replica(number);
         Ok(HeartbeatOutcome::Applied)
     }
 
     pub(crate) fn drain(&mut self, id: &ReplicaId) -> Result<Replica> {
-        let r = self.replica_mut(id)?;
-        if r.state != ReplicaState::Ready {
-            return Ok(r.clone());
+        let slot = self.slot_of_mut(id)?;
+        if slot.replica.state != ReplicaState::Ready {
+            return Ok(slot.replica.clone());
         }
-        r.state = ReplicaState::Draining;
-        let drained = r.clone();
-        self.changes.replica(id);
+        slot.replica.state = ReplicaState::Draining;
+        let drained = slot.replica.clone();
+        let number = slot.number;
+        self.changes.replica(number);
         Ok(drained)
     }
 
@@ -206,16 +215,17 @@ impl LiveState {
                     let slot = self.slot_mut(at);
                     slot.replica.state = ReplicaState::Offline;
                     let held = slot.reserved.iter().cloned().collect();
-                    self.changes.replica(&id);
+                    let number = slot.number;
+                    self.changes.replica(number);
                     held
                 }
                 None => Vec::new(),
             };
             for action in actions {
-                let stored = self
-                    .routes
-                    .get_mut(&action)
-                    .unwrap_or_else(|| unreachable!("a reservation belongs to a stored route"));
+                let Some(&number) = self.routes.get(&action) else {
+                    unreachable!("a reservation belongs to a stored route");
+                };
+                let stored = &mut self.route_rows[number as usize].route;
                 report.releases.push(ReleasedReservation {
                     action: action.clone(),
                     fence: stored.fence,
@@ -227,6 +237,7 @@ impl LiveState {
                 // lease_expired never touches the circuit.
                 Self::release_stored(
                     stored,
+                    number,
                     &action,
                     &mut self.groups,
                     &mut self.scope_in_use,
@@ -273,10 +284,10 @@ impl LiveState {
                 report.more = true;
                 break;
             }
-            let stored = self
-                .routes
-                .get_mut(&action)
-                .unwrap_or_else(|| unreachable!("a held reservation belongs to a stored route"));
+            let Some(&number) = self.routes.get(&action) else {
+                unreachable!("a held reservation belongs to a stored route");
+            };
+            let stored = &mut self.route_rows[number as usize].route;
             if held.contains(&stored.fixed.destination.replica) {
                 report.more = true;
                 continue;
@@ -292,6 +303,7 @@ impl LiveState {
             self.holds.remove(&key);
             Self::release_stored(
                 stored,
+                number,
                 &action,
                 &mut self.groups,
                 &mut self.scope_in_use,

@@ -51,6 +51,9 @@ struct Slot {
     /// The fixed part of the last route decided to this replica, shared
     /// by the next ones while nothing it was built from has changed.
     template: Option<Arc<RouteFixed>>,
+    /// The replica's number: its place in registration order, which names
+    /// it in the change feed.
+    number: u32,
 }
 
 /// What every route decided through one (catalog revision, binding,
@@ -132,6 +135,13 @@ struct StoredRoute {
     last_settlement: Option<Outcome>,
 }
 
+/// A stored route and the action it is stored under.
+#[derive(Debug, Clone)]
+struct RouteRow {
+    action: ActionId,
+    route: StoredRoute,
+}
+
 impl StoredRoute {
     fn assignment(&self, action: &ActionId) -> RouteAssignment {
         let f = &*self.fixed;
@@ -181,13 +191,21 @@ pub(crate) struct LiveState {
     groups: Vec<Vec<Slot>>,
     /// replica → its slot.
     slot_of: BTreeMap<ReplicaId, SlotRef>,
-    /// action → its route. Listed only sorted ([`LiveState::snapshot`]).
-    routes: LookupMap<ActionId, StoredRoute>,
+    /// Every replica's slot, by replica number (`Slot::number`).
+    replica_at: Vec<SlotRef>,
+    /// action → its route's number, its place in `route_rows`. Listed
+    /// only sorted ([`LiveState::snapshot`]).
+    routes: LookupMap<ActionId, u32>,
+    /// Every route, in the order they were created; routes are never
+    /// removed.
+    route_rows: Vec<RouteRow>,
     /// scope → its counter in `scope_in_use`. Counters are handed out on
     /// first use and never reused.
     scope_counter: BTreeMap<ScopeId, u32>,
     /// Reservations held in each scope, by counter.
     scope_in_use: Vec<u32>,
+    /// Each counter's scope.
+    scope_ids: Vec<ScopeId>,
     topology: TopologyIndex,
     plans: PlanCache,
     /// (instance, version) → the group of the replicas serving it: the
@@ -253,8 +271,38 @@ impl LiveState {
         }
         let counter = self.scope_in_use.len() as u32;
         self.scope_in_use.push(0);
+        self.scope_ids.push(scope.clone());
         self.scope_counter.insert(scope.clone(), counter);
         counter
+    }
+
+    /// The route stored under `action`.
+    fn stored(&self, action: &ActionId) -> Option<&StoredRoute> {
+        let &n = self.routes.get(action)?;
+        Some(&self.route_rows[n as usize].route)
+    }
+
+    /// The route stored under `action` and its number.
+    fn stored_mut(&mut self, action: &ActionId) -> Option<(u32, &mut StoredRoute)> {
+        let &n = self.routes.get(action)?;
+        Some((n, &mut self.route_rows[n as usize].route))
+    }
+
+    /// Stores `route` under `action`, in place of the route stored there
+    /// if any; its number.
+    fn store_route(&mut self, action: &ActionId, route: StoredRoute) -> u32 {
+        if let Some((n, stored)) = self.stored_mut(action) {
+            *stored = route;
+            return n;
+        }
+        let n = u32::try_from(self.route_rows.len())
+            .unwrap_or_else(|_| unreachable!("routes are bounded far below u32::MAX"));
+        self.routes.insert(action.clone(), n);
+        self.route_rows.push(RouteRow {
+            action: action.clone(),
+            route,
+        });
+        n
     }
 
     fn counters_of(&mut self, scopes: &BTreeSet<ScopeId>) -> Vec<u32> {

@@ -139,8 +139,7 @@ impl LiveState {
 
     /// The route of `action`, when it is `tenant`'s.
     pub(crate) fn route(&self, tenant: &TenantId, action: &ActionId) -> Option<RouteRecord> {
-        self.routes
-            .get(action)
+        self.stored(action)
             .filter(|r| r.fixed.tenant == *tenant)
             .map(|r| r.record(action))
     }
@@ -163,7 +162,8 @@ impl LiveState {
         request.topology.validate()?;
         self.last_resolve_rows_examined = 0;
 
-        if let Some(existing) = self.routes.get(&request.action) {
+        if let Some(&n) = self.routes.get(&request.action) {
+            let existing = &self.route_rows[n as usize].route;
             let f = &*existing.fixed;
             if (&f.tenant != tenant || f.capability != request.capability)
                 && !behaviour.cross_tenant_return
@@ -431,8 +431,8 @@ impl LiveState {
             last_settlement: None,
         };
         let assignment = stored.assignment(action);
-        self.routes.insert(action.clone(), stored);
-        self.changes.route(action);
+        let n = self.store_route(action, stored);
+        self.changes.route(n);
         assignment
     }
 
@@ -442,11 +442,11 @@ impl LiveState {
         for &counter in &fixed.counters {
             self.scope_in_use[counter as usize] += 1;
         }
-        self.changes.scopes(&fixed.scopes);
+        self.changes.scopes(&fixed.counters);
         let slot = &mut self.groups[at.group as usize][at.index as usize];
         slot.replica.active += 1;
         slot.reserved.insert(action.clone());
-        self.changes.replica(&slot.replica.spec.id);
+        self.changes.replica(slot.number);
     }
 
     /// PIN-3, PIN-4: the same replica and scopes again, or an error; never
@@ -458,7 +458,7 @@ impl LiveState {
         now: Timestamp,
         behaviour: &Behaviour,
     ) -> Result<Resolved> {
-        let Some(stored) = self.routes.get(&request.action).cloned() else {
+        let Some(stored) = self.stored(&request.action).cloned() else {
             unreachable!("a pinned reserve follows the route's lookup under the same lock");
         };
         let f = &*stored.fixed;
@@ -494,18 +494,18 @@ impl LiveState {
         }
         let fence = self.reservation_fence(behaviour);
         self.take_capacity(f, stored.slot, &request.action);
-        let record = self
-            .routes
-            .get_mut(&request.action)
+        let (n, record) = self
+            .stored_mut(&request.action)
             .unwrap_or_else(|| unreachable!("the route was read under the same lock"));
         record.fence = fence;
         record.attempt = stored.attempt + 1;
         record.reserved = true;
         record.reserved_at = now;
+        let assignment = record.assignment(&request.action);
         self.holds.insert((now, fence), request.action.clone());
-        self.changes.route(&request.action);
+        self.changes.route(n);
         Ok(Resolved {
-            assignment: record.assignment(&request.action),
+            assignment,
             kind: ResolveKind::Reserved,
         })
     }
@@ -532,9 +532,8 @@ impl LiveState {
             counters,
         });
         self.take_capacity(&fixed, slot, &identity.action);
-        self.changes.route(&identity.action);
-        self.routes.insert(
-            identity.action,
+        let n = self.store_route(
+            &identity.action,
             StoredRoute {
                 fixed,
                 slot,
@@ -547,5 +546,6 @@ impl LiveState {
                 last_settlement: None,
             },
         );
+        self.changes.route(n);
     }
 }

@@ -23,16 +23,17 @@ impl LiveState {
     ) -> Result<Settled> {
         let given = &params.assignment;
         let action = &given.identity.action;
-        let Some(stored) = self.routes.get_mut(action) else {
+        let Some(&n) = self.routes.get(action) else {
             return Err(Error::FenceLost);
         };
+        let stored = &mut self.route_rows[n as usize].route;
         if !stored.is(given, behaviour.ignore_fence) {
             return Err(Error::FenceLost);
         }
         if !stored.reserved && !behaviour.double_release {
             if behaviour.settle_rewrites_outcome {
                 stored.last_settlement = Some(params.outcome);
-                self.changes.route(action);
+                self.changes.route(n);
             }
             return Ok(Settled { released: false });
         }
@@ -48,6 +49,7 @@ impl LiveState {
             .consecutive_unknown;
         Self::release_stored(
             stored,
+            n,
             action,
             &mut self.groups,
             &mut self.scope_in_use,
@@ -66,8 +68,10 @@ impl LiveState {
 
     /// Gives back what `stored`'s reservation took and records the
     /// settlement, stamping the route, its replica and its scopes.
+    #[allow(clippy::too_many_arguments)] // the disjoint parts of the state it writes
     pub(super) fn release_stored(
         stored: &mut StoredRoute,
+        number: u32,
         action: &ActionId,
         groups: &mut [Vec<Slot>],
         scope_in_use: &mut [u32],
@@ -85,9 +89,9 @@ impl LiveState {
         slot.replica.circuit = slot.replica.circuit.after_settlement(outcome, policy);
         stored.reserved = false;
         stored.last_settlement = Some(outcome);
-        changes.scopes(&stored.fixed.scopes);
-        changes.replica(&slot.replica.spec.id);
-        changes.route(action);
+        changes.scopes(&stored.fixed.counters);
+        changes.replica(slot.number);
+        changes.route(number);
     }
 
     /// SETTLE-6: only an operator closes a circuit, and it is audited.
@@ -97,14 +101,15 @@ impl LiveState {
         operator: &str,
         now: Timestamp,
     ) -> Result<AuditEntry> {
-        let r = self.replica_mut(&params.replica)?;
-        if !r.circuit.open {
+        let slot = self.slot_of_mut(&params.replica)?;
+        if !slot.replica.circuit.open {
             return Err(Error::Conflict {
                 reason: "the circuit is not open",
             });
         }
-        r.circuit = Circuit::default();
-        self.changes.replica(&params.replica);
+        slot.replica.circuit = Circuit::default();
+        let number = slot.number;
+        self.changes.replica(number);
         self.audit_seq += 1;
         let entry = AuditEntry {
             seq: self.audit_seq,
