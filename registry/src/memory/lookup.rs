@@ -38,6 +38,11 @@ impl<K: Hash + Ord, V> LookupMap<K, V> {
         self.0.insert(key, value)
     }
 
+    /// The entry of `key`, to read or fill with one search.
+    pub(crate) fn entry(&mut self, key: K) -> std::collections::hash_map::Entry<'_, K, V> {
+        self.0.entry(key)
+    }
+
     pub(crate) fn clear(&mut self) {
         self.0.clear();
     }
@@ -69,6 +74,10 @@ mod tests {
         assert_eq!(keys, vec![(1, 10), (3, 31), (5, 50), (7, 70), (9, 90)]);
         assert_eq!(map.len(), 5);
         assert_eq!(map.get(&9), Some(&90));
+        *map.entry(9).or_insert(0) += 1;
+        assert_eq!(*map.entry(11).or_insert(110), 110);
+        assert_eq!(map.get(&9), Some(&91));
+        assert_eq!(map.len(), 6);
         map.clear();
         assert_eq!(map.len(), 0);
         assert_eq!(map.get(&1), None);

@@ -256,7 +256,10 @@ impl Routing for MemoryRegistry {
     async fn route_resolve(&self, request: RouteRequest) -> Result<Resolved> {
         let now = self.clock.now();
         if self.planted(PlantKind::NoActionSerialization) {
-            return self.resolve_unserialized(request).await;
+            // Boxed: the plant's future, which holds a copy of the store
+            // across a yield, would otherwise set the size of every
+            // resolve's future.
+            return Box::pin(self.resolve_unserialized(request)).await;
         }
         let mut store = self.lock()?;
         let Store { catalog, live, .. } = &mut *store;

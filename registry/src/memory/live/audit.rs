@@ -83,7 +83,7 @@ impl LiveState {
                 .routes
                 .sorted()
                 .into_iter()
-                .map(|(action, &n)| self.route_rows[n as usize].route.record(action))
+                .map(|(action, &n)| self.route_rows[n].route.record(action))
                 .collect(),
         })
     }

@@ -171,7 +171,7 @@ impl LiveState {
             .routes
             .since(after)
             .map(|n| {
-                let row = &self.route_rows[n as usize];
+                let row = &self.route_rows[n];
                 (&row.action, &row.route)
             })
             .collect();

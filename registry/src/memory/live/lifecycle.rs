@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::id::{ActionId, ReplicaId};
+use crate::id::ReplicaId;
 use crate::limits::{INSTANCE_REPLICAS_MAX, LEASE_MAINTENANCE_RESERVATIONS_MAX};
 use crate::records::{Circuit, FenceToken, Outcome, Replica, ReplicaState};
 use crate::request::{
@@ -14,7 +14,7 @@ use crate::request::{
     ReleasedReservation,
 };
 
-use super::{LiveState, Slot, SlotRef};
+use super::{LiveState, RouteRow, Slot, SlotRef};
 use crate::memory::catalog::CatalogState;
 
 impl LiveState {
@@ -210,22 +210,22 @@ impl LiveState {
         report.more |= due.len() > batch;
         for (at, id) in due.into_iter().take(batch) {
             self.leases.remove(&(at, id.clone()));
-            let actions: Vec<ActionId> = match self.slot_of.get(&id) {
+            // The order of the releases reaches no answer: the report
+            // lists them sorted.
+            let routes: Vec<u32> = match self.slot_of.get(&id) {
                 Some(&at) => {
                     let slot = self.slot_mut(at);
                     slot.replica.state = ReplicaState::Offline;
-                    let held = slot.reserved.iter().cloned().collect();
+                    let held = slot.reserved.iter().copied().collect();
                     let number = slot.number;
                     self.changes.replica(number);
                     held
                 }
                 None => Vec::new(),
             };
-            for action in actions {
-                let Some(&number) = self.routes.get(&action) else {
-                    unreachable!("a reservation belongs to a stored route");
-                };
-                let stored = &mut self.route_rows[number as usize].route;
+            for number in routes {
+                let RouteRow { action, route } = &mut self.route_rows[number];
+                let (action, stored) = (action.clone(), route);
                 report.releases.push(ReleasedReservation {
                     action: action.clone(),
                     fence: stored.fence,
@@ -238,7 +238,6 @@ impl LiveState {
                 Self::release_stored(
                     stored,
                     number,
-                    &action,
                     &mut self.groups,
                     &mut self.scope_in_use,
                     &mut self.changes,
@@ -269,25 +268,23 @@ impl LiveState {
         let room = (max as usize).min(
             (LEASE_MAINTENANCE_RESERVATIONS_MAX as usize).saturating_sub(report.releases.len()),
         );
-        let due: Vec<((Timestamp, FenceToken), ActionId)> = self
+        let due: Vec<((Timestamp, FenceToken), u32)> = self
             .holds
             .iter()
             .take_while(|((at, _), _)| at.plus_ms(hold_ms) <= now)
             .take(room + 1)
-            .map(|(k, a)| (*k, a.clone()))
+            .map(|(k, n)| (*k, *n))
             .collect();
         // The first `room + 1` holds due are looked at; a held one is
         // passed over and the next takes its place.
         let mut taken = 0;
-        for (key, action) in due {
+        for (key, number) in due {
             if taken >= room {
                 report.more = true;
                 break;
             }
-            let Some(&number) = self.routes.get(&action) else {
-                unreachable!("a held reservation belongs to a stored route");
-            };
-            let stored = &mut self.route_rows[number as usize].route;
+            let RouteRow { action, route } = &mut self.route_rows[number];
+            let (action, stored) = (action.clone(), route);
             if held.contains(&stored.fixed.destination.replica) {
                 report.more = true;
                 continue;
@@ -304,7 +301,6 @@ impl LiveState {
             Self::release_stored(
                 stored,
                 number,
-                &action,
                 &mut self.groups,
                 &mut self.scope_in_use,
                 &mut self.changes,

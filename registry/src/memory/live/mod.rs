@@ -18,6 +18,7 @@ mod lifecycle;
 mod resolve;
 mod settle;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -46,8 +47,8 @@ struct Slot {
     /// The replica's region, zone and capacity class as codes, so a
     /// resolve compares numbers instead of texts.
     codes: TopologyCodes,
-    /// Actions holding a reservation on this replica, in order.
-    reserved: BTreeSet<ActionId>,
+    /// The routes holding a reservation on this replica, by number.
+    reserved: BTreeSet<u32>,
     /// The fixed part of the last route decided to this replica, shared
     /// by the next ones while nothing it was built from has changed.
     template: Option<Arc<RouteFixed>>,
@@ -142,6 +143,51 @@ struct RouteRow {
     route: StoredRoute,
 }
 
+/// Routes per chunk of [`RouteRows`].
+const ROUTE_ROWS_CHUNK: usize = 4096;
+
+/// Every stored route by number, in chunks of [`ROUTE_ROWS_CHUNK`]
+/// allocated whole: the store grows a chunk at a time and never moves
+/// the rows it holds.
+#[derive(Debug, Clone, Default)]
+struct RouteRows {
+    chunks: Vec<Vec<RouteRow>>,
+    len: usize,
+}
+
+impl RouteRows {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, row: RouteRow) {
+        if self.len.is_multiple_of(ROUTE_ROWS_CHUNK) {
+            self.chunks.push(Vec::with_capacity(ROUTE_ROWS_CHUNK));
+        }
+        let Some(chunk) = self.chunks.last_mut() else {
+            unreachable!("a chunk was just added when the last one was full");
+        };
+        chunk.push(row);
+        self.len += 1;
+    }
+}
+
+impl std::ops::Index<u32> for RouteRows {
+    type Output = RouteRow;
+
+    fn index(&self, n: u32) -> &RouteRow {
+        let n = n as usize;
+        &self.chunks[n / ROUTE_ROWS_CHUNK][n % ROUTE_ROWS_CHUNK]
+    }
+}
+
+impl std::ops::IndexMut<u32> for RouteRows {
+    fn index_mut(&mut self, n: u32) -> &mut RouteRow {
+        let n = n as usize;
+        &mut self.chunks[n / ROUTE_ROWS_CHUNK][n % ROUTE_ROWS_CHUNK]
+    }
+}
+
 impl StoredRoute {
     fn assignment(&self, action: &ActionId) -> RouteAssignment {
         let f = &*self.fixed;
@@ -198,7 +244,7 @@ pub(crate) struct LiveState {
     routes: LookupMap<ActionId, u32>,
     /// Every route, in the order they were created; routes are never
     /// removed.
-    route_rows: Vec<RouteRow>,
+    route_rows: RouteRows,
     /// scope → its counter in `scope_in_use`. Counters are handed out on
     /// first use and never reused.
     scope_counter: BTreeMap<ScopeId, u32>,
@@ -215,7 +261,7 @@ pub(crate) struct LiveState {
     replicas_per_instance: BTreeMap<InstanceId, usize>,
     /// (lease end, replica) of every replica not offline: maintenance index.
     leases: BTreeSet<(Timestamp, ReplicaId)>,
-    /// (reserved at, fence) → action of every held reservation: the
+    /// (reserved at, fence) → route of every held reservation: the
     /// reservation hold's index (PIN-8), oldest first.
     holds: Holds,
     last_fence: u64,
@@ -234,8 +280,8 @@ pub(crate) struct LiveState {
 }
 
 /// The held reservations by when they were taken and their fence (unique),
-/// naming their action.
-type Holds = BTreeMap<(Timestamp, FenceToken), ActionId>;
+/// naming their route's number.
+type Holds = BTreeMap<(Timestamp, FenceToken), u32>;
 
 impl LiveState {
     fn next_fence(&mut self) -> FenceToken {
@@ -279,30 +325,29 @@ impl LiveState {
     /// The route stored under `action`.
     fn stored(&self, action: &ActionId) -> Option<&StoredRoute> {
         let &n = self.routes.get(action)?;
-        Some(&self.route_rows[n as usize].route)
-    }
-
-    /// The route stored under `action` and its number.
-    fn stored_mut(&mut self, action: &ActionId) -> Option<(u32, &mut StoredRoute)> {
-        let &n = self.routes.get(action)?;
-        Some((n, &mut self.route_rows[n as usize].route))
+        Some(&self.route_rows[n].route)
     }
 
     /// Stores `route` under `action`, in place of the route stored there
     /// if any; its number.
     fn store_route(&mut self, action: &ActionId, route: StoredRoute) -> u32 {
-        if let Some((n, stored)) = self.stored_mut(action) {
-            *stored = route;
-            return n;
-        }
-        let n = u32::try_from(self.route_rows.len())
+        let next = u32::try_from(self.route_rows.len())
             .unwrap_or_else(|_| unreachable!("routes are bounded far below u32::MAX"));
-        self.routes.insert(action.clone(), n);
-        self.route_rows.push(RouteRow {
-            action: action.clone(),
-            route,
-        });
-        n
+        match self.routes.entry(action.clone()) {
+            Entry::Occupied(at) => {
+                let n = *at.get();
+                self.route_rows[n].route = route;
+                n
+            }
+            Entry::Vacant(at) => {
+                at.insert(next);
+                self.route_rows.push(RouteRow {
+                    action: action.clone(),
+                    route,
+                });
+                next
+            }
+        }
     }
 
     fn counters_of(&mut self, scopes: &BTreeSet<ScopeId>) -> Vec<u32> {

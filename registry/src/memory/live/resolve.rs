@@ -3,7 +3,6 @@
 //! its reservation, pinned re-reservations of an existing route, and
 //! reading a route back.
 
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::clock::Timestamp;
@@ -16,7 +15,7 @@ use crate::records::{
 };
 use crate::request::{CrossRegion, ResolveKind, Resolved, RouteRequest, lease_live};
 
-use super::{LiveState, RouteFixed, SlotRef, StoredRoute};
+use super::{LiveState, RouteFixed, Slot, SlotRef, StoredRoute};
 use crate::memory::Behaviour;
 use crate::memory::catalog::CatalogState;
 use crate::memory::lookup::LookupMap;
@@ -70,14 +69,13 @@ struct Decision {
     fence: FenceToken,
 }
 
-/// The best candidate so far of a resolve's scan (ROUTE-10). The route
-/// hash is computed only when another candidate ties it on everything
-/// before the hash.
+/// (priority, region mismatch, zone mismatch, active): the part of a
+/// candidate's ROUTE-10 key before the route hash.
+type Rank = (u32, bool, bool, u32);
+
+/// The best candidate of a resolve's scan (ROUTE-10).
 struct Best<'c, 's> {
-    /// (priority, region mismatch, zone mismatch, active).
-    rank: (u32, bool, bool, u32),
-    hash: Option<u64>,
-    instance: &'c InstanceId,
+    rank: Rank,
     replica: &'s ReplicaId,
     binding: &'c Binding,
     slot: SlotRef,
@@ -163,7 +161,7 @@ impl LiveState {
         self.last_resolve_rows_examined = 0;
 
         if let Some(&n) = self.routes.get(&request.action) {
-            let existing = &self.route_rows[n as usize].route;
+            let existing = &self.route_rows[n].route;
             let f = &*existing.fixed;
             if (&f.tenant != tenant || f.capability != request.capability)
                 && !behaviour.cross_tenant_return
@@ -264,7 +262,6 @@ impl LiveState {
         now: Timestamp,
         behaviour: &Behaviour,
     ) -> (Option<Best<'c, 's>>, u64) {
-        let mut examined = 0;
         let topo = &request.topology;
         let wanted = WantedCodes {
             region: topo
@@ -278,81 +275,96 @@ impl LiveState {
             class: self.topology.classes.get(&topo.capacity_class).copied(),
         };
         let any_region = topo.cross_region == CrossRegion::Allowed;
-        let action = &request.action;
-        let mut best: Option<Best<'_, '_>> = None;
-        for chain in &plan.chains {
+        // ROUTE-9 (the replica half) and ROUTE-10's rank: priority,
+        // region and zone mismatch, active reservations. `None` when the
+        // replica in `slot` is not eligible.
+        let rank_of = |chain: &PlannedChain, slot: &Slot| -> Option<Rank> {
+            let r = &slot.replica;
+            let codes = slot.codes;
+            let eligible = r.state == ReplicaState::Ready
+                && lease_live(r.lease_expires_at, now)
+                && (behaviour.over_capacity || r.active < r.spec.capacity)
+                && !r.circuit.open
+                && !behaviour
+                    .held
+                    .as_ref()
+                    .is_some_and(|h| h.contains(&r.spec.id))
+                && wanted.class == Some(codes.class)
+                && (any_region || wanted.region == Some(codes.region));
+            eligible.then_some((
+                chain.binding.priority,
+                wanted.region != Some(codes.region),
+                wanted.zone != Some(codes.zone),
+                r.active,
+            ))
+        };
+        // The chains whose scopes all have room, each with its group.
+        let open = plan.chains.iter().filter_map(|chain| {
             let scopes_ok = behaviour.over_capacity
                 || chain.scopes.as_ref().is_some_and(|scopes| {
                     scopes
                         .iter()
                         .all(|&(counter, limit)| self.scope_in_use[counter as usize] < limit)
                 });
-            if !scopes_ok {
-                continue;
-            }
-            let Some(group) = chain.group else {
-                continue;
-            };
-            let serving = &self.groups[group as usize];
+            let group = chain.group.filter(|_| scopes_ok)?;
+            Some((chain, group, &self.groups[group as usize]))
+        });
+        // First the smallest rank and whether more than one candidate
+        // has it; the candidates' order does not matter, since their keys
+        // differ at least in the replica.
+        let mut examined = 0;
+        let mut best: Option<Best<'_, '_>> = None;
+        let mut tied = false;
+        for (chain, group, serving) in open.clone() {
             examined += serving.len() as u64;
-            // The candidates' order does not matter: their keys differ at
-            // least in the replica, so the smallest is the same whatever
-            // the order. Every replica of the group runs the chain's
-            // version: the group is keyed by it.
-            for (index, candidate_slot) in serving.iter().enumerate() {
-                let r = &candidate_slot.replica;
-                let codes = candidate_slot.codes;
-                let slot = SlotRef {
-                    group,
-                    index: index as u32,
-                };
-                // ROUTE-9, replica half.
-                let eligible = r.state == ReplicaState::Ready
-                    && lease_live(r.lease_expires_at, now)
-                    && (behaviour.over_capacity || r.active < r.spec.capacity)
-                    && !r.circuit.open
-                    && !behaviour
-                        .held
-                        .as_ref()
-                        .is_some_and(|h| h.contains(&r.spec.id))
-                    && wanted.class == Some(codes.class)
-                    && (any_region || wanted.region == Some(codes.region));
-                if !eligible {
+            for (index, slot) in serving.iter().enumerate() {
+                let Some(rank) = rank_of(chain, slot) else {
                     continue;
-                }
-                // ROUTE-10: the order of `CandidateKey`, the hash computed
-                // only on a tie of everything before it.
-                let rank = (
-                    chain.binding.priority,
-                    wanted.region != Some(codes.region),
-                    wanted.zone != Some(codes.zone),
-                    r.active,
-                );
-                let candidate = |hash| Best {
-                    rank,
-                    hash,
-                    instance: &chain.instance,
-                    replica: &r.spec.id,
-                    binding: &chain.binding,
-                    slot,
                 };
-                match &mut best {
-                    None => best = Some(candidate(None)),
-                    Some(b) => match rank.cmp(&b.rank) {
-                        Ordering::Less => *b = candidate(None),
-                        Ordering::Greater => {}
-                        Ordering::Equal => {
-                            let best_hash = *b
-                                .hash
-                                .get_or_insert_with(|| route_hash_key(action, b.replica));
-                            let hash = route_hash_key(action, &r.spec.id);
-                            if (hash, &chain.instance, &r.spec.id)
-                                < (best_hash, b.instance, b.replica)
-                            {
-                                *b = candidate(Some(hash));
-                            }
-                        }
+                let candidate = Best {
+                    rank,
+                    replica: &slot.replica.spec.id,
+                    binding: &chain.binding,
+                    slot: SlotRef {
+                        group,
+                        index: index as u32,
                     },
+                };
+                match &best {
+                    Some(b) if rank > b.rank => {}
+                    Some(b) if rank == b.rank => tied = true,
+                    _ => {
+                        best = Some(candidate);
+                        tied = false;
+                    }
+                }
+            }
+        }
+        // Then, on a tie, the route hash of each candidate of that rank
+        // only, and the instance and replica after it (ROUTE-10).
+        if let Some(b) = best.as_mut().filter(|_| tied) {
+            let action = &request.action;
+            let min = b.rank;
+            let mut key: Option<(u64, &InstanceId, &ReplicaId)> = None;
+            for (chain, group, serving) in open {
+                for (index, slot) in serving.iter().enumerate() {
+                    if rank_of(chain, slot) != Some(min) {
+                        continue;
+                    }
+                    let replica = &slot.replica.spec.id;
+                    let candidate = (route_hash_key(action, replica), &chain.instance, replica);
+                    if key.is_none_or(|k| candidate < k) {
+                        key = Some(candidate);
+                        *b = Best {
+                            rank: min,
+                            replica,
+                            binding: &chain.binding,
+                            slot: SlotRef {
+                                group,
+                                index: index as u32,
+                            },
+                        };
+                    }
                 }
             }
         }
@@ -419,10 +431,8 @@ impl LiveState {
 
     /// ROUTE-7: every scope, the replica count and the route, in one step.
     fn commit_new(&mut self, action: &ActionId, d: Decision, now: Timestamp) -> RouteAssignment {
-        self.take_capacity(&d.fixed, d.slot, action);
-        self.holds.insert((now, d.fence), action.clone());
         let stored = StoredRoute {
-            fixed: d.fixed,
+            fixed: d.fixed.clone(),
             slot: d.slot,
             fence: d.fence,
             attempt: 1,
@@ -432,20 +442,22 @@ impl LiveState {
         };
         let assignment = stored.assignment(action);
         let n = self.store_route(action, stored);
+        self.holds.insert((now, d.fence), n);
+        self.take_capacity(&d.fixed, d.slot, n);
         self.changes.route(n);
         assignment
     }
 
     /// Takes a reservation of `fixed`'s scopes and of the replica in `at`
-    /// for `action`, stamping the scopes and the replica.
-    fn take_capacity(&mut self, fixed: &RouteFixed, at: SlotRef, action: &ActionId) {
+    /// for the route numbered `route`, stamping the scopes and the replica.
+    fn take_capacity(&mut self, fixed: &RouteFixed, at: SlotRef, route: u32) {
         for &counter in &fixed.counters {
             self.scope_in_use[counter as usize] += 1;
         }
         self.changes.scopes(&fixed.counters);
         let slot = &mut self.groups[at.group as usize][at.index as usize];
         slot.replica.active += 1;
-        slot.reserved.insert(action.clone());
+        slot.reserved.insert(route);
         self.changes.replica(slot.number);
     }
 
@@ -493,16 +505,17 @@ impl LiveState {
             return Err(Error::NoCapacity);
         }
         let fence = self.reservation_fence(behaviour);
-        self.take_capacity(f, stored.slot, &request.action);
-        let (n, record) = self
-            .stored_mut(&request.action)
-            .unwrap_or_else(|| unreachable!("the route was read under the same lock"));
+        let Some(&n) = self.routes.get(&request.action) else {
+            unreachable!("the route was read under the same lock");
+        };
+        self.take_capacity(f, stored.slot, n);
+        let record = &mut self.route_rows[n].route;
         record.fence = fence;
         record.attempt = stored.attempt + 1;
         record.reserved = true;
         record.reserved_at = now;
         let assignment = record.assignment(&request.action);
-        self.holds.insert((now, fence), request.action.clone());
+        self.holds.insert((now, fence), n);
         self.changes.route(n);
         Ok(Resolved {
             assignment,
@@ -531,11 +544,10 @@ impl LiveState {
             scopes: reservation.scopes,
             counters,
         });
-        self.take_capacity(&fixed, slot, &identity.action);
         let n = self.store_route(
             &identity.action,
             StoredRoute {
-                fixed,
+                fixed: fixed.clone(),
                 slot,
                 fence,
                 attempt: reservation.attempt,
@@ -546,6 +558,7 @@ impl LiveState {
                 last_settlement: None,
             },
         );
+        self.take_capacity(&fixed, slot, n);
         self.changes.route(n);
     }
 }

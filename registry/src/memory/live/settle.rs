@@ -4,7 +4,6 @@
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::id::ActionId;
 use crate::limits::AUDIT_ENTRIES_MAX;
 use crate::records::{Circuit, Outcome};
 use crate::request::{AuditEntry, CircuitCloseParams, CircuitPolicy, SettleParams, Settled};
@@ -26,7 +25,7 @@ impl LiveState {
         let Some(&n) = self.routes.get(action) else {
             return Err(Error::FenceLost);
         };
-        let stored = &mut self.route_rows[n as usize].route;
+        let stored = &mut self.route_rows[n].route;
         if !stored.is(given, behaviour.ignore_fence) {
             return Err(Error::FenceLost);
         }
@@ -50,7 +49,6 @@ impl LiveState {
         Self::release_stored(
             stored,
             n,
-            action,
             &mut self.groups,
             &mut self.scope_in_use,
             &mut self.changes,
@@ -66,13 +64,12 @@ impl LiveState {
         Ok(Settled { released: true })
     }
 
-    /// Gives back what `stored`'s reservation took and records the
-    /// settlement, stamping the route, its replica and its scopes.
-    #[allow(clippy::too_many_arguments)] // the disjoint parts of the state it writes
+    /// Gives back what `stored`'s reservation (the route numbered
+    /// `number`) took and records the settlement, stamping the route, its
+    /// replica and its scopes.
     pub(super) fn release_stored(
         stored: &mut StoredRoute,
         number: u32,
-        action: &ActionId,
         groups: &mut [Vec<Slot>],
         scope_in_use: &mut [u32],
         changes: &mut ChangeLog,
@@ -85,7 +82,7 @@ impl LiveState {
         }
         let slot = &mut groups[stored.slot.group as usize][stored.slot.index as usize];
         slot.replica.active = slot.replica.active.saturating_sub(1);
-        slot.reserved.remove(action);
+        slot.reserved.remove(&number);
         slot.replica.circuit = slot.replica.circuit.after_settlement(outcome, policy);
         stored.reserved = false;
         stored.last_settlement = Some(outcome);
