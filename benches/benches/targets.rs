@@ -93,7 +93,8 @@ use crate::publication::{
     PUBLICATION_INTERVAL_MS, PUBLICATION_WAITS_MS_MAX, PublicationLoad, RESOLVERS, publication_load,
 };
 use crate::sim::{
-    MASS_EXPIRY_CHILD, MassExpiry, mass_expiry, mass_expiry_child, sim_seeds_per_minute,
+    MASS_EXPIRY_CHILD, MassExpiry, empty_world_seeds_per_minute, mass_expiry, mass_expiry_child,
+    sim_seeds_per_minute,
 };
 
 /// Most measured seconds of one throughput run.
@@ -237,6 +238,9 @@ fn main() {
     let seeds_per_minute = parts
         .contains(&"sim")
         .then(|| or_exit("simulator", sim_seeds_per_minute(secs.max(10))));
+    let empty_world = parts
+        .contains(&"sim")
+        .then(|| or_exit("empty world", empty_world_seeds_per_minute(secs.max(10))));
     let expiry_memory = parts
         .contains(&"sim")
         .then(|| mass_expiry_or_exit(connreg_sim::BackendKind::Memory));
@@ -304,6 +308,12 @@ fn main() {
     }
     if let Some(s) = seeds_per_minute {
         println!("simulator standard-scenario seeds per minute, 2 threads: {s:.0}");
+    }
+    if let Some(s) = empty_world {
+        println!(
+            "an empty turmoil world of the standard scenario's hosts and links, same steps, \
+             2 threads: {s:.0} seeds per minute"
+        );
     }
     for (backend, run) in [("memory", &expiry_memory), ("postgres", &expiry_postgres)] {
         if let Some(m) = run {
@@ -385,6 +395,12 @@ fn main() {
             name: "sim_seeds_per_minute",
             measured: seeds_per_minute,
             goal: Some(20_000.0),
+            at_most: false,
+        },
+        Target {
+            name: "sim_empty_world_seeds_per_minute",
+            measured: empty_world,
+            goal: None,
             at_most: false,
         },
         Target {

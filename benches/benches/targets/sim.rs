@@ -1,7 +1,8 @@
 //! The simulator's speed: standard-scenario seeds per minute on two
-//! threads, and the fleet-scale mass-expiry scenario's simulated seconds
-//! per wall second, trace bytes per simulated second and peak memory
-//! (`connreg-sim`).
+//! threads, the same figure for an empty world of the scenario's hosts
+//! (turmoil's own cost, the floor under the first), and the fleet-scale
+//! mass-expiry scenario's simulated seconds per wall second, trace bytes
+//! per simulated second and peak memory (`connreg-sim`).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -9,22 +10,32 @@ use std::time::{Duration, Instant};
 /// Standard-scenario seeds per minute on two threads, for `secs`.
 pub(crate) fn sim_seeds_per_minute(secs: u64) -> Result<f64, String> {
     let scenario = connreg_sim::Scenario::standard();
+    seeds_per_minute_of(secs, move |seed| {
+        let options = connreg_sim::RunOptions {
+            seed,
+            ..connreg_sim::RunOptions::default()
+        };
+        let report = connreg_sim::run(&scenario, &options).map_err(|e| e.to_string())?;
+        black_box(report.trace_hash);
+        Ok(())
+    })
+}
+
+/// Runs `seed_once(seed)` on two threads for `secs`: seeds per minute.
+fn seeds_per_minute_of(
+    secs: u64,
+    seed_once: impl Fn(u64) -> Result<(), String> + Clone + Send + 'static,
+) -> Result<f64, String> {
     let deadline = Instant::now() + Duration::from_secs(secs);
     let started = Instant::now();
     let workers: Vec<_> = (0..2u64)
         .map(|w| {
-            let scenario = scenario.clone();
+            let seed_once = seed_once.clone();
             std::thread::spawn(move || -> Result<u64, String> {
                 let mut seeds = 0;
                 let mut seed = w + 1;
                 while Instant::now() < deadline {
-                    let options = connreg_sim::RunOptions {
-                        seed,
-                        ..connreg_sim::RunOptions::default()
-                    };
-                    let report =
-                        connreg_sim::run(&scenario, &options).map_err(|e| e.to_string())?;
-                    black_box(report.trace_hash);
+                    seed_once(seed)?;
                     seeds += 1;
                     seed += 2;
                 }
@@ -39,6 +50,105 @@ pub(crate) fn sim_seeds_per_minute(secs: u64) -> Result<f64, String> {
             .map_err(|_| "a simulator thread panicked".to_string())??;
     }
     Ok(seeds as f64 * 60.0 / started.elapsed().as_secs_f64())
+}
+
+/// Seeds per minute, on two threads for `secs`, of an empty world shaped
+/// like the standard scenario's: a turmoil simulation with the same
+/// hosts, tick, latency and links, run for as many steps as the
+/// scenario's seed 1 takes, whose hosts do nothing but hold one
+/// connection over each link a run uses (a dispatcher to every registry
+/// host and replica, every other host to every registry host). What it
+/// costs is turmoil's and tokio's per-step work alone: no simulator
+/// world, registry, trace or checker can make a seed cheaper.
+pub(crate) fn empty_world_seeds_per_minute(secs: u64) -> Result<f64, String> {
+    use connreg_sim::scenario::{
+        ADMIN_HOST, MAINTAINER_HOST, dispatcher_host, reader_host, registry_host, replica_host,
+    };
+    let scenario = connreg_sim::Scenario::standard();
+    let steps = connreg_sim::run(&scenario, &connreg_sim::RunOptions::default())
+        .map_err(|e| e.to_string())?
+        .steps;
+    let registries: Vec<String> = (0..scenario.registry.hosts).map(registry_host).collect();
+    let replicas: Vec<String> = scenario
+        .fleet
+        .replicas
+        .iter()
+        .map(|r| replica_host(&r.get_ref().id))
+        .collect();
+    // (host, whether it serves, the hosts it calls).
+    let mut hosts: Vec<(String, bool, Vec<String>)> = registries
+        .iter()
+        .map(|h| (h.clone(), true, Vec::new()))
+        .collect();
+    hosts.extend(
+        replicas
+            .iter()
+            .map(|h| (h.clone(), true, registries.clone())),
+    );
+    hosts.extend((0..scenario.workload.dispatchers).map(|i| {
+        let peers = [&registries[..], &replicas[..]].concat();
+        (dispatcher_host(i), false, peers)
+    }));
+    let others = (0..scenario.workload.readers.len())
+        .map(reader_host)
+        .chain([ADMIN_HOST.to_string(), MAINTAINER_HOST.to_string()]);
+    hosts.extend(others.map(|h| (h, false, registries.clone())));
+    let s = scenario.scenario.clone();
+    seeds_per_minute_of(secs, move |seed| {
+        let mut sim = turmoil::Builder::new()
+            .rng_seed(seed)
+            .simulation_duration(Duration::from_secs(3_600))
+            .tick_duration(Duration::from_millis(s.tick_ms))
+            .min_message_latency(Duration::from_millis(s.latency_ms[0]))
+            .max_message_latency(Duration::from_millis(s.latency_ms[1]))
+            .build();
+        for (name, serves, peers) in &hosts {
+            let (serves, peers) = (*serves, peers.clone());
+            sim.host(name.as_str(), move || {
+                let peers = peers.clone();
+                async move { empty_host(serves, peers).await }
+            });
+        }
+        for _ in 0..steps {
+            sim.step().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    })
+}
+
+/// The port the empty world's servers listen on.
+const EMPTY_PORT: u16 = 7000;
+
+/// One host of the empty world: it listens when it `serves`, holds one
+/// connection to each of `peers` (retried until the peer listens), and
+/// otherwise waits.
+async fn empty_host(serves: bool, peers: Vec<String>) -> turmoil::Result {
+    let listener = if serves {
+        Some(turmoil::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, EMPTY_PORT)).await?)
+    } else {
+        None
+    };
+    let mut held = Vec::new();
+    for peer in peers {
+        loop {
+            match turmoil::net::TcpStream::connect((peer.as_str(), EMPTY_PORT)).await {
+                Ok(stream) => {
+                    held.push(stream);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+            }
+        }
+    }
+    match listener {
+        Some(listener) => {
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+    Ok(())
 }
 
 /// The environment variable that makes this bench binary run the

@@ -35,9 +35,12 @@ struct Held {
 #[derive(Debug, Default)]
 pub(super) struct Reservations {
     live: BTreeMap<FenceToken, Held>,
-    /// `live` counted by replica and by scope, kept as `live` changes.
-    per_replica: BTreeMap<ReplicaId, u32>,
+    /// `live` by replica and counted by scope, kept as `live` changes.
+    per_replica: BTreeMap<ReplicaId, BTreeSet<FenceToken>>,
     per_scope: BTreeMap<ScopeId, u32>,
+    /// The part of those counts that is also in `maybe_released`.
+    uncertain_per_replica: BTreeMap<ReplicaId, u32>,
+    uncertain_per_scope: BTreeMap<ScopeId, u32>,
     /// Replicas and scopes whose count changed since the last comparison.
     touched_replicas: BTreeSet<ReplicaId>,
     touched_scopes: BTreeSet<ScopeId>,
@@ -67,11 +70,17 @@ impl Reservations {
     /// Makes `fence` live, held as `held`.
     fn add(&mut self, fence: FenceToken, held: Held) {
         self.take(fence);
-        *self.per_replica.entry(held.replica.clone()).or_default() += 1;
+        self.per_replica
+            .entry(held.replica.clone())
+            .or_default()
+            .insert(fence);
         self.touched_replicas.insert(held.replica.clone());
         for s in &held.scopes {
             *self.per_scope.entry(s.clone()).or_default() += 1;
             self.touched_scopes.insert(s.clone());
+        }
+        if self.maybe_released.contains(&fence) {
+            self.uncertain(&held, true);
         }
         self.live.insert(fence, held);
     }
@@ -79,8 +88,8 @@ impl Reservations {
     /// Ends `fence` if it is live.
     fn take(&mut self, fence: FenceToken) -> Option<Held> {
         let held = self.live.remove(&fence)?;
-        if let Some(n) = self.per_replica.get_mut(&held.replica) {
-            *n -= 1;
+        if let Some(fences) = self.per_replica.get_mut(&held.replica) {
+            fences.remove(&fence);
         }
         self.touched_replicas.insert(held.replica.clone());
         for s in &held.scopes {
@@ -89,7 +98,30 @@ impl Reservations {
             }
             self.touched_scopes.insert(s.clone());
         }
+        if self.maybe_released.contains(&fence) {
+            self.uncertain(&held, false);
+        }
         Some(held)
+    }
+
+    /// Counts a live reservation in `maybe_released` (`more`) or stops
+    /// counting it.
+    fn uncertain(&mut self, held: &Held, more: bool) {
+        let step = |n: &mut u32| {
+            if more {
+                *n += 1;
+            } else {
+                *n -= 1;
+            }
+        };
+        step(
+            self.uncertain_per_replica
+                .entry(held.replica.clone())
+                .or_default(),
+        );
+        for s in &held.scopes {
+            step(self.uncertain_per_scope.entry(s.clone()).or_default());
+        }
     }
 
     /// The replicas and scopes whose live count changed since the last
@@ -142,7 +174,11 @@ impl Reservations {
 
     /// A settlement of `fence` was answered `unavailable`.
     pub(super) fn settle_unknown(&mut self, fence: FenceToken) {
-        self.maybe_released.insert(fence);
+        if self.maybe_released.insert(fence)
+            && let Some(held) = self.live.get(&fence).cloned()
+        {
+            self.uncertain(&held, true);
+        }
     }
 
     /// A `maintain` call was answered `unavailable`.
@@ -153,44 +189,36 @@ impl Reservations {
     /// The live reservations on `replica`, and in each of `scopes`, not
     /// counting those a settlement of unknown commit may have released.
     pub(super) fn held(&self, replica: &ReplicaId, scopes: &[&ScopeId]) -> (u32, Vec<u32>) {
-        let certain = self
-            .live
+        let on_replica = self.per_replica.get(replica).map_or(0, |f| f.len() as u32)
+            - self
+                .uncertain_per_replica
+                .get(replica)
+                .copied()
+                .unwrap_or(0);
+        let in_scopes = scopes
             .iter()
-            .filter(|(f, _)| !self.maybe_released.contains(f))
-            .map(|(_, h)| h);
-        let mut on_replica = 0;
-        let mut in_scopes = vec![0; scopes.len()];
-        for h in certain {
-            if &h.replica == replica {
-                on_replica += 1;
-            }
-            for (i, s) in scopes.iter().enumerate() {
-                if h.scopes.contains(*s) {
-                    in_scopes[i] += 1;
-                }
-            }
-        }
+            .map(|s| {
+                self.per_scope.get(*s).copied().unwrap_or(0)
+                    - self.uncertain_per_scope.get(*s).copied().unwrap_or(0)
+            })
+            .collect();
         (on_replica, in_scopes)
     }
 
     /// The live reservations on `replicas`.
     pub(super) fn live_on(&self, replicas: &[ReplicaId]) -> BTreeSet<FenceToken> {
-        self.live
+        replicas
             .iter()
-            .filter(|(_, h)| replicas.contains(&h.replica))
-            .map(|(f, _)| *f)
+            .filter_map(|r| self.per_replica.get(r))
+            .flatten()
+            .copied()
             .collect()
     }
 
     /// A `maintain` answer expired `expired`: every live reservation on
     /// them is released.
     pub(super) fn maintained(&mut self, expired: &[ReplicaId]) -> MaintainCount {
-        let fences: Vec<FenceToken> = self
-            .live
-            .iter()
-            .filter(|(_, h)| expired.contains(&h.replica))
-            .map(|(f, _)| *f)
-            .collect();
+        let fences: Vec<FenceToken> = self.live_on(expired).into_iter().collect();
         let uncertain = fences
             .iter()
             .filter(|f| self.maybe_released.contains(f))
@@ -251,7 +279,7 @@ impl Reservations {
             let Some(row) = replicas.get(id) else {
                 continue;
             };
-            let live = self.per_replica.get(id).copied().unwrap_or(0);
+            let live = self.per_replica.get(id).map_or(0, |f| f.len() as u32);
             if row.active != live {
                 found.push(format!(
                     "replica {id} counts {} active, but the answers leave {live} reservations live on it",
