@@ -662,8 +662,11 @@ impl Oracle {
         let unrecorded = step.iter().any(|a| a.retried || Self::unknown(a));
         let (committed, rest): (Vec<Answer>, Vec<Answer>) =
             step.into_iter().partition(|a| a.commit.is_some());
-        let (positioned, mut unplaced): (Vec<Answer>, Vec<Answer>) =
-            rest.into_iter().partition(|a| a.read_at.is_some());
+        // An `unavailable` answer is never compared, whether or not its
+        // snapshot's place was read before the connection was lost.
+        let (positioned, mut unplaced): (Vec<Answer>, Vec<Answer>) = rest
+            .into_iter()
+            .partition(|a| a.read_at.is_some() && !Self::unknown(a));
         let Some(mut reads) = self.snapshot_reads(positioned, &committed, unrecorded) else {
             return;
         };
