@@ -49,6 +49,20 @@ fn first_reply(lines: &[String], pick: impl Fn(&serde_json::Value) -> bool) -> u
         + 1
 }
 
+fn parse(line: &str) -> serde_json::Value {
+    serde_json::from_str(line).unwrap()
+}
+
+/// The reply on `line` as its caller sees it when the connection is lost
+/// before the answer arrives: `unavailable`, with no commit position. The
+/// position it carried is returned beside it.
+fn answered_unavailable(line: &str) -> (serde_json::Value, Option<serde_json::Value>) {
+    let mut reply = parse(line);
+    reply["resp"]["result"] = serde_json::json!({"Err": {"kind": "unavailable", "message": "connection to the store lost"}});
+    let commit = reply.as_object_mut().unwrap().remove("commit");
+    (reply, commit)
+}
+
 #[test]
 fn the_oracle_agrees_with_clean_in_memory_traces() {
     // spec: SIM-4
@@ -336,7 +350,6 @@ fn a_lock_free_existing_answer_is_placed_by_the_snapshot_it_read() {
     // snapshot showed the release (the reference then reserves again).
     let file = "0035_shared_action_cancelled.toml";
     let clean = as_concurrent(&trace(file, 1));
-    let parse = |l: &str| -> serde_json::Value { serde_json::from_str(l).unwrap() };
     let existing = first_reply(&clean, |v| v["resp"]["result"]["Ok"]["kind"] == "existing");
     let action =
         parse(&clean[existing - 1])["resp"]["result"]["Ok"]["assignment"]["identity"]["action"]
@@ -412,7 +425,6 @@ fn a_settlement_answered_unavailable_that_committed_is_found_by_a_later_answer()
     // with the first one committed.
     let file = "0035_shared_action_cancelled.toml";
     let clean = as_concurrent(&trace(file, 1));
-    let parse = |l: &str| -> serde_json::Value { serde_json::from_str(l).unwrap() };
     let release = first_reply(&clean, |v| {
         v["resp"]["op"] == "settle" && v["resp"]["result"]["Ok"]["released"] == true
     });
@@ -422,11 +434,8 @@ fn a_settlement_answered_unavailable_that_committed_is_found_by_a_later_answer()
     });
     assert!(again > release);
     let mut lines = clean.clone();
-    let mut lost = parse(&lines[release - 1]);
-    lost["resp"]["result"] = serde_json::json!({"Err": {"kind": "unavailable", "message": "lost"}});
-    for key in ["commit", "released"] {
-        lost.as_object_mut().unwrap().remove(key);
-    }
+    let (mut lost, _) = answered_unavailable(&lines[release - 1]);
+    lost.as_object_mut().unwrap().remove("released");
     lines[release - 1] = lost.to_string();
     let report = oracle(file, &lines).unwrap();
     assert!(
@@ -448,7 +457,6 @@ fn a_read_of_what_a_retried_call_committed_agrees_beside_it() {
     // taken first, whatever order the two answers came back in.
     let file = "0035_shared_action_cancelled.toml";
     let clean = as_concurrent(&trace(file, 1));
-    let parse = |l: &str| -> serde_json::Value { serde_json::from_str(l).unwrap() };
     let at = first_reply(&clean, |v| v["resp"]["result"]["Ok"]["kind"] == "reserved");
     let mut retried = parse(&clean[at - 1]);
     let lost = retried.as_object_mut().unwrap().remove("commit").unwrap();
@@ -513,7 +521,6 @@ fn a_read_of_what_an_unavailable_call_committed_agrees() {
     // agrees once the lost call is taken as committed before it.
     let file = "0035_shared_action_cancelled.toml";
     let clean = as_concurrent(&trace(file, 1));
-    let parse = |l: &str| -> serde_json::Value { serde_json::from_str(l).unwrap() };
     let existing = first_reply(&clean, |v| v["resp"]["result"]["Ok"]["kind"] == "existing");
     let action =
         parse(&clean[existing - 1])["resp"]["result"]["Ok"]["assignment"]["identity"]["action"]
@@ -523,13 +530,11 @@ fn a_read_of_what_an_unavailable_call_committed_agrees() {
             && v["resp"]["result"]["Ok"]["assignment"]["identity"]["action"] == action
     });
     let mut lines = clean.clone();
-    let mut lost = parse(&lines[created - 1]);
-    lost["resp"]["result"] = serde_json::json!({"Err": {"kind": "unavailable", "message": "lost"}});
-    let seq = lost.as_object_mut().unwrap().remove("commit").unwrap();
+    let (lost, seq) = answered_unavailable(&lines[created - 1]);
     lines[created - 1] = lost.to_string();
     let mut read = parse(&lines[existing - 1]);
     read.as_object_mut().unwrap().remove("commit");
-    read["read_at"] = seq;
+    read["read_at"] = seq.unwrap();
     lines[existing - 1] = read.to_string();
     let report = oracle(file, &lines).unwrap();
     assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
@@ -545,7 +550,6 @@ fn a_read_with_a_snapshot_position_answered_unavailable_agrees() {
     // compared (0037 seed 2 on PostgreSQL diverged on it in CI).
     let file = "0007_publications_during_paged_reads.toml";
     let clean = as_concurrent(&trace(file, 1));
-    let parse = |l: &str| -> serde_json::Value { serde_json::from_str(l).unwrap() };
     let mut last_commit = None;
     let mut page = None;
     for (i, l) in clean.iter().enumerate() {
@@ -560,9 +564,7 @@ fn a_read_with_a_snapshot_position_answered_unavailable_agrees() {
     }
     let page = page.expect("a page read after a commit");
     let mut lines = clean.clone();
-    let mut read = parse(&lines[page]);
-    read["resp"]["result"] = serde_json::json!({"Err": {"kind": "unavailable", "message": "connection to the store lost"}});
-    read.as_object_mut().unwrap().remove("commit");
+    let (mut read, _) = answered_unavailable(&lines[page]);
     read["read_at"] = last_commit.unwrap();
     lines[page] = read.to_string();
     let report = oracle(file, &lines).unwrap();
