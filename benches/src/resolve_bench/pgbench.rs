@@ -124,21 +124,34 @@ impl Pgbench {
     }
 
     /// The built-in TPC-B (`select_only` false) or select-only script with
-    /// `clients` clients for `secs`: its throughput and the transactions
-    /// it committed.
+    /// `clients` clients for `secs`: its throughput, the transactions it
+    /// committed and their 99th percentile latency, from pgbench's
+    /// per-transaction log (`-l`), written to a folder of its own and
+    /// removed after.
     pub fn run_counted(
         &self,
         clients: u32,
         secs: u64,
         select_only: bool,
     ) -> Result<PgbenchRun, String> {
-        let script: &[&str] = if select_only { &["-S"] } else { &[] };
-        let stdout = self.run_report(clients, secs, script)?;
+        let logs = LogDir::create()?;
+        let prefix = logs.0.join("tx");
+        let prefix = prefix.to_str().ok_or("a log folder that is not UTF-8")?;
+        let mut args = vec!["-l", "--log-prefix", prefix];
+        if select_only {
+            args.push("-S");
+        }
+        let stdout = self.run_report(clients, secs, &args)?;
         let tps = parse_tps(&stdout)
             .ok_or_else(|| format!("no tps line in pgbench's output:\n{stdout}"))?;
         let transactions = parse_transactions(&stdout)
             .ok_or_else(|| format!("no transaction count in pgbench's output:\n{stdout}"))?;
-        Ok(PgbenchRun { tps, transactions })
+        let p99_ms = logs.p99_ms()?;
+        Ok(PgbenchRun {
+            tps,
+            transactions,
+            p99_ms,
+        })
     }
 
     fn run_script(&self, clients: u32, secs: u64, script: &[&str]) -> Result<f64, String> {
@@ -166,6 +179,65 @@ pub struct PgbenchRun {
     pub tps: f64,
     /// Transactions committed.
     pub transactions: u64,
+    /// 99th percentile of the transactions' latency, in milliseconds.
+    pub p99_ms: f64,
+}
+
+/// Longest transaction latency the percentile counts, in microseconds: a
+/// minute; a longer one is counted as a minute.
+const LOG_LATENCY_US_MAX: u64 = 60_000_000;
+
+/// A folder for one run's per-transaction logs, removed when dropped.
+struct LogDir(PathBuf);
+
+impl LogDir {
+    fn create() -> Result<LogDir, String> {
+        let dir = std::env::temp_dir().join(format!(
+            "connreg-pgbench-{}-{}",
+            std::process::id(),
+            LOG_DIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+        Ok(LogDir(dir))
+    }
+
+    /// The 99th percentile of the latencies every log in the folder holds.
+    fn p99_ms(&self) -> Result<f64, String> {
+        let mut latencies =
+            hdrhistogram::Histogram::<u64>::new_with_bounds(1, LOG_LATENCY_US_MAX, 3)
+                .map_err(|e| e.to_string())?;
+        let entries = std::fs::read_dir(&self.0)
+            .map_err(|e| format!("could not list {}: {e}", self.0.display()))?;
+        for entry in entries {
+            let path = entry.map_err(|e| e.to_string())?.path();
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("could not read {}: {e}", path.display()))?;
+            for line in text.lines() {
+                let us = log_latency_us(line)
+                    .ok_or_else(|| format!("a pgbench log line without a latency: {line:?}"))?;
+                latencies.saturating_record(us.clamp(1, LOG_LATENCY_US_MAX));
+            }
+        }
+        if latencies.is_empty() {
+            return Err("pgbench logged no transaction".into());
+        }
+        Ok(latencies.value_at_quantile(0.99) as f64 / 1_000.0)
+    }
+}
+
+impl Drop for LogDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+static LOG_DIRS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The latency of one line of pgbench's per-transaction log
+/// (`client transaction latency_us script epoch epoch_us ...`).
+pub fn log_latency_us(line: &str) -> Option<u64> {
+    line.split_whitespace().nth(2)?.parse().ok()
 }
 
 /// The `number of transactions actually processed: N` count of a pgbench
@@ -217,7 +289,7 @@ pub fn parse_tps(report: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_tps, parse_transactions};
+    use super::{log_latency_us, parse_tps, parse_transactions};
 
     #[test]
     fn tps_is_read_from_a_pgbench_report() {
@@ -238,5 +310,16 @@ mod tests {
         let limited = "number of transactions actually processed: 100/100\n";
         assert_eq!(parse_transactions(limited), Some(100));
         assert_eq!(parse_transactions("tps = 1.0\n"), None);
+    }
+
+    #[test]
+    fn a_latency_is_read_from_a_pgbench_log_line() {
+        // client, transaction, latency in µs, script, epoch s, epoch µs.
+        assert_eq!(
+            log_latency_us("3 1177 2718 0 1765051200 123456"),
+            Some(2718)
+        );
+        assert_eq!(log_latency_us("3 1177 failed 0 1765051200 123456"), None);
+        assert_eq!(log_latency_us("3 1177"), None);
     }
 }
