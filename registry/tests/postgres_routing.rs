@@ -370,3 +370,39 @@ async fn racing_new_routes_share_one_snapshot_per_replica_binding_and_revision()
         RACERS
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_routes_answer_reads_its_commit_position_only_for_an_observing_caller() {
+    // spec: LOCK-5, ROUTE-3
+    // The lock-free `existing` answer carries where its snapshot falls in
+    // the commit order to a caller that observes commit order, and nothing
+    // to a serving caller, whose call never computes it (migration 0016).
+    let fx = PgFixture::new().await;
+    let (registry, _clock) = fx.registry_at_zero().await;
+    publish_fleet(&registry, &FleetOptions::default()).await;
+    let mut admin = fx.admin_conn().await;
+    bulk_replicas(&mut admin, "t0-i0", 1, 2, 60_000).await;
+    let resolve = async |admin: &mut PgConnection, observed: bool| {
+        sqlx::query_as::<_, (String, Option<i64>, Option<i64>, Option<Vec<i64>>)>(
+            "SELECT outcome, commit_seq, read_seq, read_unseen
+               FROM connreg.data_route_resolve('held', 't0', $1, 0, $2, true, 'eu', 'eu-1', $3)",
+        )
+        .bind(postgres_common::CAPABILITY)
+        .bind(postgres_common::CLASS)
+        .bind(observed)
+        .fetch_one(admin)
+        .await
+        .unwrap()
+    };
+    let (outcome, created_at, _, _) = resolve(&mut admin, true).await;
+    assert_eq!(outcome, "created");
+    let created_at = created_at.expect("an observed commit's sequence");
+
+    let served = resolve(&mut admin, false).await;
+    assert_eq!(served, ("existing".to_owned(), None, None, None));
+
+    let (outcome, commit, read_at, unseen) = resolve(&mut admin, true).await;
+    assert_eq!((outcome.as_str(), commit), ("existing", None));
+    assert_eq!(read_at, Some(created_at), "the snapshot shows the route's commit");
+    assert_eq!(unseen, Some(vec![]), "no commit below it was missed");
+}
