@@ -403,6 +403,10 @@ async fn a_held_routes_answer_reads_its_commit_position_only_for_an_observing_ca
 
     let (outcome, commit, read_at, unseen) = resolve(&mut admin, true).await;
     assert_eq!((outcome.as_str(), commit), ("existing", None));
-    assert_eq!(read_at, Some(created_at), "the snapshot shows the route's commit");
+    assert_eq!(
+        read_at,
+        Some(created_at),
+        "the snapshot shows the route's commit"
+    );
     assert_eq!(unseen, Some(vec![]), "no commit below it was missed");
 }
