@@ -1,6 +1,5 @@
--- Fewer parses, plans and plan nodes on every resolve (issue: the targets
--- bench; the profile is in benches/README.md, "PostgreSQL resolves,
--- profiled").
+-- Fewer parses, plans and plan nodes on every resolve (the profile is in
+-- benches/README.md, "PostgreSQL resolves, profiled").
 --
 -- * `protocol_lock` becomes PL/pgSQL. As a SQL function it was parsed,
 --   analysed and planned again on every call: PostgreSQL 15 keeps a SQL
