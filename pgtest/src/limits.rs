@@ -79,6 +79,13 @@ pub const PROXY_BUFFER_BYTES: usize = 32 * 1_024;
 /// statement name, a startup message's code.
 pub const PROXY_MESSAGE_PREFIX_BYTES_MAX: usize = 128;
 
+/// Prepared statements a proxied connection remembers as opening or
+/// committing a transaction block (by name, from their `Parse`), so that a
+/// later bare `Bind`/`Execute`/`Sync` of one is recognised. A client
+/// prepares one of each; past this many, further ones are taken as
+/// ordinary statements.
+pub const PROXY_BLOCK_STATEMENTS_MAX: usize = 16;
+
 /// Longest wait of a proxied connection for the server to accept its TCP
 /// connection; the client's connection is closed after it.
 pub const PROXY_CONNECT_TIMEOUT_MS: u64 = 5_000;

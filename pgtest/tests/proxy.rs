@@ -146,6 +146,59 @@ async fn cut_next_commit_commits_but_fails_the_client() {
     assert_eq!(committed, 1, "the row was committed");
 }
 
+/// One transaction whose `BEGIN` and `COMMIT` are prepared statements, as
+/// `sqlx::query` sends them: the first use of each on a connection is
+/// prepared by a `Parse`/`Describe`/`Sync` of its own, every later one is a
+/// bare `Bind`/`Execute`/`Sync` of the cached statement.
+async fn prepared_transaction(connection: &mut PgConnection, id: i32) -> sqlx::Result<()> {
+    sqlx::query("BEGIN").execute(&mut *connection).await?;
+    sqlx::query("insert into prepared values ($1)")
+        .bind(id)
+        .execute(&mut *connection)
+        .await?;
+    sqlx::query("COMMIT").execute(&mut *connection).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn cut_next_commit_cuts_a_prepared_commit_after_it_committed() {
+    for earlier in [0, 1] {
+        let fixture = Fixture::new().await;
+        let mut direct = fixture.direct().await;
+        sqlx::raw_sql("create table prepared (id int primary key)")
+            .execute(&mut direct)
+            .await
+            .expect("the table is created");
+        let mut connection = fixture.through_proxy().await;
+        // With `earlier` = 1 the statements are cached when the cut is
+        // armed; with 0 the armed transaction prepares them: neither the
+        // `BEGIN` nor a statement's preparation ends a transaction.
+        for id in 0..earlier {
+            prepared_transaction(&mut connection, id)
+                .await
+                .expect("a transaction before the cut");
+        }
+        fixture.proxy.cut_next_commit();
+        let error = tokio::time::timeout(STEP_TIMEOUT, prepared_transaction(&mut connection, 7))
+            .await
+            .expect("the transaction returns")
+            .expect_err("the commit's answer never arrives");
+        assert!(
+            is_io(&error),
+            "earlier {earlier}: an I/O error, not {error:?}"
+        );
+        assert_eq!(fixture.proxy.stats().commit_cuts, 1);
+        let committed: i64 = sqlx::query_scalar("select count(*) from prepared where id = 7")
+            .fetch_one(&mut direct)
+            .await
+            .expect("the table is readable");
+        assert_eq!(
+            committed, 1,
+            "earlier {earlier}: the cut was not at the commit"
+        );
+    }
+}
+
 #[tokio::test]
 async fn cut_next_commit_cuts_an_autocommit_statement_after_it_ran() {
     let fixture = Fixture::new().await;

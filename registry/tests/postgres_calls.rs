@@ -342,3 +342,39 @@ async fn a_lock_free_read_names_the_commits_its_snapshot_missed() {
     assert_eq!(read.read_at, Some(later));
     assert_eq!(read.read_unseen, Vec::<u64>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_lost_connection_makes_a_resolve_run_twice() {
+    // spec: LOCK-6, ROUTE-3
+    let fx = PgFixture::new().await;
+    let proxy = FaultProxy::start(upstream(&fx)).await.unwrap();
+    let registry = fleet_with(&fx, through(&fx, &proxy)).await;
+
+    // The connection dies where the COMMIT's reply should be: the decision
+    // committed, the second attempt on a fresh connection finds it.
+    proxy.cut_next_commit();
+    let (answer, seen) = observe_commit(registry.route_resolve(request("cut", "t0"))).await;
+    assert!(!proxy.commit_cut_armed(), "no commit was cut");
+    assert_eq!(answer.map(|r| r.kind), Ok(ResolveKind::Existing));
+    assert!(seen.retried, "a lost COMMIT reply was not retried");
+
+    // Every other error answer is the call's only attempt: a request the
+    // registry refuses, one no binding serves, one the store refuses.
+    let mut untenanted = request("no-tenant", "t0");
+    untenanted.tenant = None;
+    let mut unknown_class = request("no-class", "t0");
+    unknown_class.topology.capacity_class = "no-such-class".try_into().unwrap();
+    for (what, req) in [
+        ("no tenant", untenanted),
+        (
+            "a tenant without bindings",
+            request("no-binding", "t-unknown"),
+        ),
+        ("an unknown capacity class", unknown_class),
+    ] {
+        let (answer, seen) = observe_commit(registry.route_resolve(req)).await;
+        assert!(answer.is_err(), "{what}: {answer:?}");
+        assert!(!seen.retried, "{what}: {answer:?} was retried");
+        assert_eq!(seen.commit, None, "{what}: an error answer committed");
+    }
+}

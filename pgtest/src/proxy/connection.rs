@@ -7,6 +7,7 @@
 //! a held or slow direction pushes back through TCP instead of buffering.
 //! The connection ends when either pump ends; both sockets close with it.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -17,12 +18,16 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until, timeout};
 
 use super::wire::{
-    CLIENT_FUNCTION_CALL, CLIENT_PARSE, CLIENT_QUERY, CLIENT_SYNC, Framer, GSSENC_REQUEST_CODE,
-    Mode, SERVER_READY_FOR_QUERY, SSL_REQUEST_CODE, STATUS_IDLE, parse_query_text,
+    CLIENT_BIND, CLIENT_FUNCTION_CALL, CLIENT_PARSE, CLIENT_QUERY, CLIENT_SYNC, Framer,
+    GSSENC_REQUEST_CODE, Mode, SERVER_READY_FOR_QUERY, SSL_REQUEST_CODE, STATUS_IDLE,
+    bind_statement_name, parse_query_text, parse_statement_name, starts_with_begin,
     starts_with_commit, startup_code,
 };
 use super::{Control, Gate};
-use crate::limits::{PROXY_BUFFER_BYTES, PROXY_COMMIT_REPLY_WAIT_MS, PROXY_CONNECT_TIMEOUT_MS};
+use crate::limits::{
+    PROXY_BLOCK_STATEMENTS_MAX, PROXY_BUFFER_BYTES, PROXY_COMMIT_REPLY_WAIT_MS,
+    PROXY_CONNECT_TIMEOUT_MS,
+};
 
 /// What the two pumps of one connection share.
 #[derive(Debug)]
@@ -42,6 +47,75 @@ struct Link {
     /// Nonzero once a commit was cut here: the server's replies are dropped
     /// and the connection closes when `ready` reaches this count.
     cut_at_ready: AtomicU64,
+}
+
+/// What a prepared statement does to a transaction block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Effect {
+    /// `BEGIN` or `START TRANSACTION`: outside a block it commits nothing.
+    Begins,
+    /// `COMMIT`.
+    Commits,
+    /// Anything else: outside a block, its `Sync` commits it.
+    Other,
+}
+
+/// The client's extended-protocol traffic since its last `Sync`, and the
+/// prepared statements that open or commit a block.
+///
+/// A `Sync` ends a transaction when its batch ran a `COMMIT`, or ran any
+/// statement but a `BEGIN` outside a block (the implicit transaction of
+/// an autocommit statement). A batch that only prepares (`Parse`,
+/// `Describe`, `Sync`, as a client does before a statement's first run)
+/// or only opens a block ends nothing.
+#[derive(Debug, Default)]
+struct Batches {
+    /// Statement names whose `Parse` opened or committed a block; at most
+    /// [`PROXY_BLOCK_STATEMENTS_MAX`]. Other statements are not kept.
+    block_statements: BTreeMap<Vec<u8>, Effect>,
+    /// The batch bound a `COMMIT`.
+    commits: bool,
+    /// The batch bound a statement other than `BEGIN` or `COMMIT`.
+    runs_other: bool,
+}
+
+impl Batches {
+    fn parsed(&mut self, prefix: &[u8]) {
+        let name = parse_statement_name(prefix);
+        let text = parse_query_text(prefix);
+        let effect = if starts_with_commit(text) {
+            Effect::Commits
+        } else if starts_with_begin(text) {
+            Effect::Begins
+        } else {
+            Effect::Other
+        };
+        if effect == Effect::Other {
+            self.block_statements.remove(name);
+        } else if self.block_statements.len() < PROXY_BLOCK_STATEMENTS_MAX
+            || self.block_statements.contains_key(name)
+        {
+            self.block_statements.insert(name.to_vec(), effect);
+        }
+    }
+
+    fn bound(&mut self, prefix: &[u8]) {
+        let name = bind_statement_name(prefix);
+        match self.block_statements.get(name) {
+            Some(Effect::Commits) => self.commits = true,
+            Some(Effect::Begins) => {}
+            Some(Effect::Other) | None => self.runs_other = true,
+        }
+    }
+
+    /// Whether the `Sync` now going by ends a transaction; `idle` is
+    /// whether the last `ReadyForQuery` said no block is open.
+    fn synced(&mut self, idle: bool) -> bool {
+        let ends = self.commits || (idle && self.runs_other);
+        self.commits = false;
+        self.runs_other = false;
+        ends
+    }
 }
 
 /// Proxies `client` to the upstream server until either side closes, a
@@ -82,8 +156,7 @@ async fn client_to_server(
     let mut framer = Framer::client();
     let mut gate = control.gate.subscribe();
     let mut buffer = vec![0; PROXY_BUFFER_BYTES];
-    // A `Parse` of `COMMIT` since the last `Sync`.
-    let mut commit_parsed = false;
+    let mut batches = Batches::default();
     loop {
         let read = match from.read(&mut buffer).await {
             Ok(0) | Err(_) => return,
@@ -112,14 +185,16 @@ async fn client_to_server(
                     starts_with_commit(ended.prefix)
                 }
                 Some(CLIENT_PARSE) => {
-                    commit_parsed |= starts_with_commit(parse_query_text(ended.prefix));
+                    batches.parsed(ended.prefix);
+                    false
+                }
+                Some(CLIENT_BIND) => {
+                    batches.bound(ended.prefix);
                     false
                 }
                 Some(CLIENT_SYNC) => {
                     link.requests.fetch_add(1, Ordering::SeqCst);
-                    let ends = commit_parsed || link.idle.load(Ordering::SeqCst);
-                    commit_parsed = false;
-                    ends
+                    batches.synced(link.idle.load(Ordering::SeqCst))
                 }
                 Some(CLIENT_FUNCTION_CALL) => {
                     link.requests.fetch_add(1, Ordering::SeqCst);
@@ -237,5 +312,66 @@ async fn wait_open(gate: &mut watch::Receiver<Gate>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(name: &str, text: &str) -> Vec<u8> {
+        format!("{name}\0{text}\0").into_bytes()
+    }
+
+    fn bind(name: &str) -> Vec<u8> {
+        format!("\0{name}\0").into_bytes()
+    }
+
+    #[test]
+    fn only_a_commit_or_an_autocommit_statement_ends_a_batch() {
+        let mut batches = Batches::default();
+        // Preparing ends nothing, in a block or out of one.
+        batches.parsed(&parse("s1", "BEGIN"));
+        assert!(!batches.synced(true));
+        batches.parsed(&parse("s2", "commit"));
+        assert!(!batches.synced(false));
+        batches.parsed(&parse("s3", "insert into t values ($1)"));
+        assert!(!batches.synced(false));
+        // A cached BEGIN outside a block opens one; nothing is committed.
+        batches.bound(&bind("s1"));
+        assert!(!batches.synced(true));
+        // A statement inside the block commits nothing; the COMMIT does.
+        batches.bound(&bind("s3"));
+        assert!(!batches.synced(false));
+        batches.bound(&bind("s2"));
+        assert!(batches.synced(false));
+        // Outside a block, an ordinary statement commits itself.
+        batches.bound(&bind("s3"));
+        assert!(batches.synced(true));
+        // The unnamed statement is whatever was parsed last.
+        batches.parsed(&parse("", "COMMIT"));
+        batches.bound(&bind(""));
+        assert!(batches.synced(false));
+        batches.parsed(&parse("", "select 1"));
+        batches.bound(&bind(""));
+        assert!(!batches.synced(false));
+    }
+
+    #[test]
+    fn block_statements_are_bounded() {
+        let mut batches = Batches::default();
+        for i in 0..PROXY_BLOCK_STATEMENTS_MAX + 5 {
+            batches.parsed(&parse(&format!("b{i}"), "BEGIN"));
+        }
+        assert_eq!(batches.block_statements.len(), PROXY_BLOCK_STATEMENTS_MAX);
+        // One past the bound is taken as an ordinary statement.
+        batches.bound(&bind(&format!("b{PROXY_BLOCK_STATEMENTS_MAX}")));
+        assert!(batches.synced(true));
+        // A kept name parsed again as something else is forgotten.
+        batches.parsed(&parse("b0", "select 1"));
+        assert_eq!(
+            batches.block_statements.len(),
+            PROXY_BLOCK_STATEMENTS_MAX - 1
+        );
     }
 }

@@ -228,12 +228,14 @@ impl FaultProxy {
     ///
     /// A message ends a transaction when it is a simple `Query` whose text
     /// starts with `COMMIT` (any case, after white space), or an
-    /// extended-protocol `Sync` that either follows a `Parse` of such a
-    /// `COMMIT` or is sent outside a transaction block (the last
-    /// `ReadyForQuery` said idle: the `Sync` commits the implicit
-    /// transaction of the statements before it). A `Sync` inside a
-    /// `BEGIN` block commits nothing and is let through. Arming twice before
-    /// a commit passes still cuts one.
+    /// extended-protocol `Sync` whose batch either ran a `COMMIT` (a
+    /// `Bind` of a statement whose `Parse` was one, cached or not) or ran
+    /// any other statement but a `BEGIN` outside a transaction block (the
+    /// last `ReadyForQuery` said idle: the `Sync` commits the implicit
+    /// transaction of the statements before it). A `Sync` inside a block,
+    /// one after a `BEGIN`, and one that only prepares statements
+    /// (`Parse`, `Describe`, `Sync`) commit nothing and are let through.
+    /// Arming twice before a commit passes still cuts one.
     pub fn cut_next_commit(&self) {
         self.handle
             .control

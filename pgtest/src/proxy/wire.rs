@@ -24,6 +24,8 @@ const PROTOCOL_3_MAJOR: u32 = 3;
 pub(super) const CLIENT_QUERY: u8 = b'Q';
 /// Client `Parse` (extended protocol).
 pub(super) const CLIENT_PARSE: u8 = b'P';
+/// Client `Bind` (extended protocol): a prepared statement about to run.
+pub(super) const CLIENT_BIND: u8 = b'B';
 /// Client `Sync`, which ends an extended-protocol batch.
 pub(super) const CLIENT_SYNC: u8 = b'S';
 /// Client `FunctionCall`.
@@ -203,22 +205,49 @@ pub(super) fn startup_code(prefix: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes([code[0], code[1], code[2], code[3]]))
 }
 
-/// Whether SQL text starts with `COMMIT` (after white space, any case).
-pub(super) fn starts_with_commit(text: &[u8]) -> bool {
+/// Whether SQL text starts with `word` (after white space, any case).
+fn starts_with_word(text: &[u8], word: &[u8]) -> bool {
     let start = text
         .iter()
         .position(|byte| !byte.is_ascii_whitespace())
         .unwrap_or(text.len());
-    let word = b"COMMIT";
     text.len() >= start + word.len() && text[start..start + word.len()].eq_ignore_ascii_case(word)
+}
+
+/// Whether SQL text starts with `COMMIT` (after white space, any case).
+pub(super) fn starts_with_commit(text: &[u8]) -> bool {
+    starts_with_word(text, b"COMMIT")
+}
+
+/// Whether SQL text opens a transaction block (`BEGIN` or `START
+/// TRANSACTION`, after white space, any case): run outside a block, it
+/// commits nothing.
+pub(super) fn starts_with_begin(text: &[u8]) -> bool {
+    starts_with_word(text, b"BEGIN") || starts_with_word(text, b"START")
+}
+
+/// The first NUL-terminated string of `bytes` and what follows it; the
+/// whole of `bytes` and nothing when it has no NUL (a cut-off prefix).
+fn split_string(bytes: &[u8]) -> (&[u8], &[u8]) {
+    match bytes.iter().position(|&byte| byte == 0) {
+        Some(nul) => (&bytes[..nul], &bytes[nul + 1..]),
+        None => (bytes, &[]),
+    }
+}
+
+/// The statement name of a `Parse` body's prefix.
+pub(super) fn parse_statement_name(prefix: &[u8]) -> &[u8] {
+    split_string(prefix).0
 }
 
 /// The query text of a `Parse` body's prefix: past the statement name.
 pub(super) fn parse_query_text(prefix: &[u8]) -> &[u8] {
-    match prefix.iter().position(|&byte| byte == 0) {
-        Some(nul) => &prefix[nul + 1..],
-        None => &[],
-    }
+    split_string(prefix).1
+}
+
+/// The statement name of a `Bind` body's prefix: past the portal name.
+pub(super) fn bind_statement_name(prefix: &[u8]) -> &[u8] {
+    split_string(split_string(prefix).1).0
 }
 
 #[cfg(test)]
@@ -278,5 +307,11 @@ mod tests {
         assert!(!starts_with_commit(b"COMMI"));
         assert!(!starts_with_commit(b"select 'COMMIT'"));
         assert_eq!(parse_query_text(b"sqlx_s_1\0COMMIT\0"), b"COMMIT\0");
+        assert_eq!(parse_statement_name(b"sqlx_s_1\0COMMIT\0"), b"sqlx_s_1");
+        assert_eq!(bind_statement_name(b"\0sqlx_s_1\0\0\0"), b"sqlx_s_1");
+        assert_eq!(bind_statement_name(b"\0\0\0\0"), b"");
+        assert!(starts_with_begin(b"BEGIN"));
+        assert!(starts_with_begin(b" start transaction"));
+        assert!(!starts_with_begin(b"SELECT 'BEGIN'"));
     }
 }
