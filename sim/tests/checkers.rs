@@ -450,3 +450,44 @@ fn a_compact_row_for_a_row_no_snapshot_showed_is_caught_by_run() {
     trace.lines[snap]["leases"][0]["id"] = json!("no-such-replica");
     caught_only_by(&trace.recheck(), invariant::RUN);
 }
+
+/// Turns the first answered publication into an error of `kind` inside a
+/// database fault window (a lost COMMIT reply answers `unavailable`); the
+/// store still shows the revision it made.
+fn first_publication_answered(trace: &mut Trace, kind: &str) {
+    unbound(trace, "publications");
+    let i = trace
+        .find(0, |v| {
+            ev(v, "reply") && v["resp"]["op"] == "publish" && v["resp"]["result"]["Ok"].is_u64()
+        })
+        .expect("an answered publication");
+    trace.lines[i]["resp"]["result"] =
+        json!({"Err": {"kind": kind, "message": "connection to the store lost"}});
+    let t = trace.lines[i]["t"].clone();
+    trace.lines.insert(
+        i,
+        json!({"t": t, "ev": "fault", "fault": "db_cut", "mode": "next_commit", "connections": 0}),
+    );
+    trace.lines.insert(
+        i + 2,
+        json!({"t": t, "ev": "fault", "fault": "db_fault_end", "kind": "db_cut"}),
+    );
+}
+
+#[test]
+fn a_publication_answered_unavailable_may_have_made_its_revision() {
+    // spec: CAT-1 (a publication whose COMMIT reply was lost succeeded,
+    // though its caller was told `unavailable`)
+    let mut trace = Trace::of("0001_steady_state.toml", 1);
+    first_publication_answered(&mut trace, "unavailable");
+    let verdict = trace.recheck();
+    assert!(verdict.violations.is_empty(), "{:#?}", verdict.violations);
+}
+
+#[test]
+fn a_revision_made_by_a_publication_answered_with_a_refusal_is_caught() {
+    // spec: CAT-1, CAT-2 (a refused publication changes nothing)
+    let mut trace = Trace::of("0001_steady_state.toml", 1);
+    first_publication_answered(&mut trace, "conflict");
+    caught_only_by(&trace.recheck(), invariant::REVISION);
+}

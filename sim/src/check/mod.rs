@@ -58,7 +58,7 @@
 //! | `capacity_accounting` | ROUTE-7, SETTLE-3, REC-8 | a replica's active count or a scope's counter differs from the live reservations (by the store's rows, and by the answers), or exceeds its limit; the store frees a reservation no answer released; a maintenance answer miscounts its releases |
 //! | `page_single_revision` | CAT-8, CAT-9 | a continuation page is read at another revision than its cursor's |
 //! | `pages_list_all_once` | CAT-8 | a page lists a capability out of order or twice, or more entries than its limit; a continuation starts at or before the last capability of the page before; a paged read followed from its first page to its last at one revision (no filter) leaves out a capability its reader may see, or (internal readers) lists one it may not |
-//! | `revision_by_publication` | CAT-1, CAT-3 | a revision appears that no publication made, or a publication skips one |
+//! | `revision_by_publication` | CAT-1, CAT-3 | a revision appears that no publication made (one answered `unavailable`, a lost COMMIT reply, may have made it), or a publication skips one |
 //! | `fence_unique` | ROUTE-7, SETTLE-2 | a fence is issued twice or held by two actions |
 //! | `no_cross_tenant_disclosure` | ROUTE-4, CAT-5, CAT-7 | an answer carries another tenant's route, or a page lists what the reader may not call |
 //! | `route_eligibility` | ROUTE-5, ROUTE-9, ROUTE-11, PIN-3 | a new route uses an ineligible binding chain, class, region, or (commit-ordered traces) a replica that is not ready or whose circuit is open; (commit-ordered traces) a pinned re-reservation goes to a replica that is offline, whose circuit is open or whose lease has ended |
@@ -241,6 +241,13 @@ pub struct Checker {
     circuits: BTreeMap<ReplicaId, circuit::Track>,
     catalogs: BTreeMap<Revision, CatalogModel>,
     max_published: Revision,
+    /// Publications answered `unavailable` and not yet settled by two
+    /// snapshots, in answer order: each may have committed (a lost COMMIT reply), at
+    /// most `snapshot::PUBLICATIONS_UNKNOWN_MAX`.
+    publications_unknown: Vec<connreg::Publication>,
+    /// How many of `publications_unknown`, from the front, were already
+    /// kept at the last snapshot (dropped at the next one).
+    publications_unknown_aged: usize,
     cursors: BTreeMap<String, Revision>,
     /// Paged reads followed through their cursors (`pages_list_all_once`),
     /// at most `pages::PAGED_READS_MAX`.
@@ -646,6 +653,7 @@ impl Checker {
                         .settle_unknown(params.assignment.reservation.fence)
                 }
                 Request::Maintain { .. } => self.reservations.maintain_unknown(),
+                Request::Publish { publication } => self.publication_unknown(publication),
                 _ => {}
             }
         }
@@ -771,6 +779,9 @@ impl Checker {
             }
             (Request::Publish { publication }, Response::Publish { result: Ok(rev) }) => {
                 self.counters.publications += 1;
+                // Revisions between the last answered one and this one
+                // were made by publications whose answer was lost.
+                self.publications_unknown_committed(Revision(rev.0.saturating_sub(1)));
                 if rev.0 != self.max_published.0 + 1 {
                     self.violate(
                         invariant::REVISION,

@@ -4,14 +4,58 @@
 //! destination, fence and reservation (`one_route_per_action`,
 //! `fence_unique`, `capacity_accounting`).
 
-use connreg::{ReplicaState, RouteRecord};
+use connreg::{Publication, ReplicaState, Revision, RouteRecord};
 
 use super::{Checker, Truth, invariant};
 use crate::trace::{ReplicaRow, Snapshot};
 
+/// Publications answered `unavailable` the checker keeps between two
+/// snapshots as possibly committed; past this many, later ones are not
+/// kept (a revision they made is then reported).
+pub(super) const PUBLICATIONS_UNKNOWN_MAX: usize = 64;
+
 impl Checker {
+    /// A publication answered `unavailable`: on PostgreSQL a lost COMMIT
+    /// reply answers so after the publication committed (CAT-1 counts it:
+    /// it succeeded, though its caller cannot know).
+    pub(super) fn publication_unknown(&mut self, publication: &Publication) {
+        if self.publications_unknown.len() < PUBLICATIONS_UNKNOWN_MAX {
+            self.publications_unknown.push(publication.clone());
+        }
+    }
+
+    /// Takes the revisions after the last published one up to `upto` as
+    /// made by publications answered `unavailable`, in answer order, when
+    /// there are enough of them; otherwise leaves the gap to be reported.
+    pub(super) fn publications_unknown_committed(&mut self, upto: Revision) {
+        let gap = upto.0.saturating_sub(self.max_published.0);
+        if gap == 0 || gap > self.publications_unknown.len() as u64 {
+            return;
+        }
+        for publication in self.publications_unknown.drain(..gap as usize) {
+            let base = self
+                .catalogs
+                .get(&self.max_published)
+                .cloned()
+                .unwrap_or_default();
+            self.max_published = Revision(self.max_published.0 + 1);
+            self.catalogs
+                .insert(self.max_published, base.apply(&publication));
+        }
+    }
+
     pub(super) fn on_snapshot(&mut self, s: &Snapshot) {
         self.counters.snapshots += 1;
+        // A publication answered `unavailable` has committed or never will
+        // by the second snapshot after its answer (a cut COMMIT's failure
+        // is forwarded after the server answered it; a connection cut
+        // while its COMMIT was on the wire may finish a moment later).
+        self.publications_unknown_committed(s.revision);
+        let aged = self
+            .publications_unknown_aged
+            .min(self.publications_unknown.len());
+        self.publications_unknown.drain(..aged);
+        self.publications_unknown_aged = self.publications_unknown.len();
         self.run_deferred(true);
         if s.revision != self.max_published {
             self.violate(
