@@ -49,7 +49,13 @@
 //!   attempt's COMMIT reply was lost (ROUTE-3, PIN-3: the retry finds the
 //!   reservation the first attempt committed); it is counted (`retried`)
 //!   and compared as the reference's `created` or `reserved`, only for a
-//!   call whose trace line says the backend retried it (`retried`).
+//!   call whose trace line says the backend retried it (`retried`). The
+//!   first attempt ranked replicas by a snapshot that may predate the
+//!   answer's step, and its lost commit falls anywhere before the retry's
+//!   read: such an answer agrees at the first place of its step where the
+//!   reference can pick its replica (eligible, with capacity; the other
+//!   replicas held if it is not the first choice), and its route is made
+//!   there.
 //! - **`more` read before a concurrent renewal**: a maintenance batch
 //!   passes over an expired replica whose row another call of the step
 //!   holds (`SKIP LOCKED`), and its `more` reads a snapshot taken before
@@ -639,6 +645,7 @@ impl Oracle {
         } else {
             self.registry.clone()
         };
+        let target = target.holding(self.held_for_retried(a, &request)?);
         Ok(poll_inline(respond_plainly(target, request)))
     }
 

@@ -571,3 +571,52 @@ fn a_read_with_a_snapshot_position_answered_unavailable_agrees() {
     assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
     assert_eq!(report.positioned, 0, "an unavailable read is not placed");
 }
+
+#[test]
+fn a_retried_resolve_whose_first_attempt_ranked_before_its_step_agrees() {
+    // spec: SIM-4, ROUTE-3, PIN-2
+    // Recorded on PostgreSQL (0015 seed 5, answers to replicas and the
+    // store's snapshots left out): a resolve sent at 96 ms, whose first
+    // attempt ranked r2 before another route took r2 at 98 ms and then
+    // committed with its COMMIT reply lost (sequence 46); the retry read
+    // its route lock-free (`existing`, `read_at` 47, `retried`). At every
+    // place of its step the reference's first choice is r1; r2 is still
+    // one it can pick, which is what the oracle requires of a retry.
+    let file = "0015_db_commit_reply_lost.toml";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/traces/retried_resolve_ranked_before_the_step.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let report = oracle(file, &lines).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    assert_eq!(report.retried, 1);
+    let at = first_reply(&lines, |v| v["retried"] == true);
+    // Not for a call the backend did not retry, nor for a replica the
+    // reference could not pick (another tenant's).
+    let edited = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut out = lines.clone();
+        let mut v = parse(&out[at - 1]);
+        edit(&mut v);
+        out[at - 1] = v.to_string();
+        out
+    };
+    let unretried = edited(&|v| {
+        v.as_object_mut().unwrap().remove("retried");
+    });
+    let elsewhere = edited(&|v| {
+        let d = &mut v["resp"]["result"]["Ok"]["assignment"]["destination"];
+        d["replica"] = "r3".into();
+        d["endpoint"] = "replica-r3:7100".into();
+        d["peer_identity"] = "spiffe://sim/replica/r3".into();
+    });
+    for (what, lines) in [("unretried", unretried), ("elsewhere", elsewhere)] {
+        let d = oracle(file, &lines)
+            .unwrap()
+            .divergence
+            .unwrap_or_else(|| panic!("{what}: agreed"));
+        assert_eq!(d.line, at as u64, "{what}: {:?}", d.lines());
+    }
+}

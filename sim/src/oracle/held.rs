@@ -44,6 +44,41 @@ impl Oracle {
         }
     }
 
+    /// For a resolve the backend retried after a lost connection, when
+    /// the reference has not made its route: the replicas to hold so that
+    /// the reference picks the recorded one. The first attempt's decision
+    /// committed unrecorded, having ranked by a snapshot that may predate
+    /// the step (its call may have begun steps before); the recorded
+    /// replica must still be one the reference can pick (eligible, with
+    /// capacity), not necessarily its first choice. Empty when it is the
+    /// first choice or cannot be picked at all.
+    pub(super) fn held_for_retried(
+        &self,
+        a: &Answer,
+        request: &Request,
+    ) -> Result<BTreeSet<ReplicaId>, String> {
+        let Response::Resolve { result: Ok(r) } = &a.recorded else {
+            return Ok(BTreeSet::new());
+        };
+        let recorded = &r.assignment.destination.replica;
+        if !a.retried
+            || picks(&self.registry, request, &BTreeSet::new())?.as_ref() == Some(recorded)
+        {
+            return Ok(BTreeSet::new());
+        }
+        let held: BTreeSet<ReplicaId> = (self.replicas.iter())
+            .filter(|r| *r != recorded)
+            .cloned()
+            .collect();
+        Ok(
+            if picks(&self.registry, request, &held)?.as_ref() == Some(recorded) {
+                held
+            } else {
+                BTreeSet::new()
+            },
+        )
+    }
+
     /// For a new route. While the reference picks another replica than
     /// the recorded one, and another call of the step names that replica
     /// (its row may have been held: ROUTE-6), the pick is held and the
