@@ -491,3 +491,86 @@ fn a_revision_made_by_a_publication_answered_with_a_refusal_is_caught() {
     first_publication_answered(&mut trace, "conflict");
     caught_only_by(&trace.recheck(), invariant::REVISION);
 }
+
+/// The trace as a concurrent backend records it: not deterministic, each
+/// registry answer numbered in commit order.
+fn concurrent(trace: &mut Trace) {
+    let mut commit = 0u64;
+    for v in &mut trace.lines {
+        if ev(v, "start") {
+            v["deterministic"] = false.into();
+        } else if ev(v, "reply")
+            && v["from"]
+                .as_str()
+                .is_some_and(|f| f.starts_with("registry"))
+        {
+            commit += 1;
+            v["commit"] = commit.into();
+        }
+    }
+}
+
+#[test]
+fn a_lock_free_read_answered_before_the_route_it_showed_issues_no_fence_twice() {
+    // spec: ROUTE-7, LOCK-5
+    // On PostgreSQL a duplicate resolve reads its route without locks;
+    // its `existing` answer can be recorded before the `created` answer
+    // of the commit its snapshot showed. The fence is issued once.
+    let mut trace = Trace::of("0035_shared_action_cancelled.toml", 1);
+    concurrent(&mut trace);
+    let (created, existing) = (0..trace.lines.len())
+        .filter(|&i| resolved(&trace.lines[i], "created"))
+        .find_map(|c| {
+            let route = answered_assignment(&trace.lines[c]).clone();
+            let e = trace.find(c, |v| {
+                resolved(v, "existing") && *answered_assignment(v) == route
+            })?;
+            Some((c, e))
+        })
+        .expect("an existing answer carrying a created route");
+    let mut read = trace.lines[existing].clone();
+    read.as_object_mut().unwrap().remove("commit");
+    read["read_at"] = trace.lines[created]["commit"].clone();
+    read["t"] = trace.lines[created]["t"].clone();
+    read["clock"] = trace.lines[created]["clock"].clone();
+    let request = trace
+        .find(0, |v| ev(v, "rpc") && v["id"] == read["id"])
+        .unwrap();
+    trace.lines[existing] = read.clone();
+    trace.move_line(existing, created);
+    if request > created {
+        let mut asked = trace.lines[request + 1].clone();
+        asked["t"] = read["t"].clone();
+        trace.lines.remove(request + 1);
+        trace.lines.insert(created, asked);
+    }
+    let verdict = trace.recheck();
+    assert!(verdict.violations.is_empty(), "{:#?}", verdict.violations);
+
+    // A second `created` answer with the fence is still caught.
+    let at = trace
+        .find(0, |v| {
+            resolved(v, "created")
+                && *answered_assignment(v) == read["resp"]["result"]["Ok"]["assignment"]
+        })
+        .unwrap();
+    let mut again = trace.lines[at].clone();
+    again.as_object_mut().unwrap().remove("commit");
+    let asked = trace
+        .find(0, |v| ev(v, "rpc") && v["id"] == again["id"])
+        .unwrap();
+    let mut ask = trace.lines[asked].clone();
+    ask["id"] = 1_000_000.into();
+    again["id"] = 1_000_000.into();
+    trace.lines.insert(at + 1, again);
+    trace.lines.insert(asked + 1, ask);
+    let verdict = trace.recheck();
+    assert!(
+        verdict
+            .violations
+            .iter()
+            .any(|v| v.invariant == invariant::FENCE.0),
+        "{:#?}",
+        verdict.violations
+    );
+}

@@ -211,6 +211,10 @@ pub struct Checker {
     calls: BTreeMap<u64, (String, Request)>,
     truth: BTreeMap<ActionId, Truth>,
     issued: BTreeMap<FenceToken, ActionId>,
+    /// Fences an `existing` answer carried first, their creating answer
+    /// not yet seen (a lost COMMIT reply, or on PostgreSQL a lock-free
+    /// read recorded before the answer of the commit it showed).
+    issued_by_existing: BTreeSet<FenceToken>,
     latest: BTreeMap<ActionId, RouteAssignment>,
     answered: BTreeSet<FenceToken>,
     released: BTreeSet<FenceToken>,

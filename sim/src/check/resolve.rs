@@ -60,8 +60,11 @@ impl Checker {
             // earlier call answered `unavailable`, or (on a real database)
             // the registry tried the call again on a new connection and
             // found the route its first attempt committed. This answer is
-            // the first to carry it; the store must agree (snapshots).
+            // the first to carry it; the store must agree (snapshots). On
+            // PostgreSQL a lock-free read's answer may also come before
+            // the answer of the commit it showed.
             self.issued.insert(fence, action.clone());
+            self.issued_by_existing.insert(fence);
             if self
                 .latest
                 .get(action)
@@ -97,7 +100,9 @@ impl Checker {
         self.learn_truth(a, resolved.kind == ResolveKind::Created, how);
         match resolved.kind {
             ResolveKind::Created | ResolveKind::Reserved => {
-                if let Some(other) = self.issued.insert(fence, action.clone()) {
+                if let Some(other) = self.issued.insert(fence, action.clone())
+                    && !(other == *action && self.issued_by_existing.remove(&fence))
+                {
                     self.violate(
                         invariant::FENCE,
                         format!(
