@@ -51,11 +51,9 @@
 //!   and compared as the reference's `created` or `reserved`, only for a
 //!   call whose trace line says the backend retried it (`retried`). The
 //!   first attempt ranked replicas by a snapshot that may predate the
-//!   answer's step, and its lost commit falls anywhere before the retry's
-//!   read: such an answer agrees at the first place of its step where the
-//!   reference can pick its replica (eligible, with capacity; the other
-//!   replicas held if it is not the first choice), and its route is made
-//!   there.
+//!   answer's step: such an answer agrees where the reference can pick
+//!   its replica (eligible, with capacity; the other replicas held if it
+//!   is not the first choice), and its route is made there.
 //! - **`more` read before a concurrent renewal**: a maintenance batch
 //!   passes over an expired replica whose row another call of the step
 //!   holds (`SKIP LOCKED`), and its `more` reads a snapshot taken before

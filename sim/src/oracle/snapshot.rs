@@ -113,16 +113,9 @@ impl Oracle {
             let place = (committed.iter())
                 .position(|c| c.commit.is_some_and(|s| s > read_at))
                 .unwrap_or(committed.len());
-            // A retried call's first attempt committed somewhere in the
-            // step before its read: its decision may be matched at any
-            // place up to the read's.
-            let lowest = if answer.retried {
-                0
-            } else {
-                (committed.iter())
-                    .position(|c| c.commit.is_some_and(|s| answer.read_unseen.contains(&s)))
-                    .map_or(place, |p| p.min(place))
-            };
+            let lowest = (committed.iter())
+                .position(|c| c.commit.is_some_and(|s| answer.read_unseen.contains(&s)))
+                .map_or(place, |p| p.min(place));
             reads.push(SnapshotRead {
                 answer,
                 place,
@@ -169,14 +162,6 @@ impl Oracle {
                 Compared::Agrees { next, keep } if own => {
                     self.accept(&read.answer, next, keep);
                     self.report.positioned += 1;
-                }
-                Compared::Agrees { next, keep: true } => {
-                    // The lost first attempt's decision, made here: taken
-                    // here, so the step's later commits see it.
-                    read.done = true;
-                    self.accept(&read.answer, next, true);
-                    self.report.positioned += 1;
-                    self.report.read_earlier += 1;
                 }
                 Compared::Agrees { .. } => read.earlier = Some(replayed),
                 Compared::Differs { .. } if own && read.earlier.is_some() => {
