@@ -57,6 +57,18 @@ impl Fixture {
             .await
             .expect("a direct connection")
     }
+
+    /// A direct connection, on which table `name` (one integer key) has
+    /// been created.
+    async fn direct_with_table(&self, name: &str) -> PgConnection {
+        let mut direct = self.direct().await;
+        let create = format!("create table {name} (id int primary key)");
+        sqlx::raw_sql(&create)
+            .execute(&mut direct)
+            .await
+            .expect("the table is created");
+        direct
+    }
 }
 
 async fn select_one(connection: &mut PgConnection) -> Result<i32, sqlx::Error> {
@@ -116,11 +128,7 @@ async fn cut_all_fails_an_in_flight_connection() {
 #[tokio::test]
 async fn cut_next_commit_commits_but_fails_the_client() {
     let fixture = Fixture::new().await;
-    let mut direct = fixture.direct().await;
-    sqlx::raw_sql("create table cut (id int primary key)")
-        .execute(&mut direct)
-        .await
-        .expect("the table is created");
+    let mut direct = fixture.direct_with_table("cut").await;
 
     let mut connection = fixture.through_proxy().await;
     let mut transaction = connection.begin().await.expect("begin passes");
@@ -164,11 +172,7 @@ async fn prepared_transaction(connection: &mut PgConnection, id: i32) -> sqlx::R
 async fn cut_next_commit_cuts_a_prepared_commit_after_it_committed() {
     for earlier in [0, 1] {
         let fixture = Fixture::new().await;
-        let mut direct = fixture.direct().await;
-        sqlx::raw_sql("create table prepared (id int primary key)")
-            .execute(&mut direct)
-            .await
-            .expect("the table is created");
+        let mut direct = fixture.direct_with_table("prepared").await;
         let mut connection = fixture.through_proxy().await;
         // With `earlier` = 1 the statements are cached when the cut is
         // armed; with 0 the armed transaction prepares them: neither the
@@ -202,11 +206,7 @@ async fn cut_next_commit_cuts_a_prepared_commit_after_it_committed() {
 #[tokio::test]
 async fn cut_next_commit_cuts_an_autocommit_statement_after_it_ran() {
     let fixture = Fixture::new().await;
-    let mut direct = fixture.direct().await;
-    sqlx::raw_sql("create table auto (id int primary key)")
-        .execute(&mut direct)
-        .await
-        .expect("the table is created");
+    let mut direct = fixture.direct_with_table("auto").await;
     let mut connection = fixture.through_proxy().await;
     let insert = "insert into auto values ($1)";
     // The first run prepares the statement (its own Sync); the second is
