@@ -68,9 +68,10 @@
 //!   kept pending ([`UNKNOWN_CALLS_MAX`]). A later answer that disagrees is
 //!   tried again (at its place, a read at its snapshot's, an answer
 //!   searched within its step after the step's last commit) with the
-//!   pending calls taken as committed just before it, all of them and
-//!   then each alone; the first that agrees is kept
-//!   (`unknown_committed`). Pending calls are taken as never committed once
+//!   pending calls taken as committed just before it, each alone and
+//!   then all of them (the fewest first: a retry's answer tells of its
+//!   own call only); the first that agrees is kept, the others stay
+//!   pending (`unknown_committed`). Pending calls are taken as never committed once
 //!   [`UNKNOWN_HORIZON_ANSWERS`] answers agreed after the last of them; a
 //!   divergence after one says how many were skipped.
 

@@ -620,3 +620,82 @@ fn a_retried_resolve_whose_first_attempt_ranked_before_its_step_agrees() {
         assert_eq!(d.line, at as u64, "{what}: {:?}", d.lines());
     }
 }
+
+#[test]
+fn of_two_unavailable_settlements_only_the_one_a_later_answer_needs_is_taken_as_committed() {
+    // spec: SIM-4, SETTLE-4
+    // Two settlements answered `unavailable`: the first committed (its
+    // caller's retry answers `released: false`), the second did not (its
+    // retry, after that, releases). The retry of the first is explained
+    // by the first alone; the second stays pending and its own retry
+    // agrees with it never committed.
+    let file = "0035_shared_action_cancelled.toml";
+    let plain = trace(file, 1);
+    let settled = |v: &serde_json::Value, released: bool| {
+        v["resp"]["op"] == "settle" && v["resp"]["result"]["Ok"]["released"] == released
+    };
+    // A release whose action is settled again (`released: false`).
+    let replies: Vec<(usize, serde_json::Value)> = (plain.iter().map(|l| parse(l)))
+        .enumerate()
+        .filter(|(_, v)| v["ev"] == "reply")
+        .collect();
+    let (first, again, action) = (replies.iter())
+        .filter(|(_, v)| settled(v, true))
+        .find_map(|(i, v)| {
+            let action = v["released"][0]["action"].clone();
+            let (j, _) = (replies.iter()).find(|(j, w)| {
+                j > i && settled(w, false) && w["id"].as_u64() > v["id"].as_u64() && {
+                    let id = w["id"].as_u64();
+                    (plain.iter().map(|l| parse(l))).any(|r| {
+                        r["ev"] == "rpc"
+                            && r["id"].as_u64() == id
+                            && r["req"]["params"]["assignment"]["identity"]["action"] == action
+                    })
+                }
+            })?;
+            Some((i + 1, j + 1, action))
+        })
+        .expect("a release settled again");
+    // Another action's release before the retry.
+    let second = (0..again - 1)
+        .rev()
+        .find(|&i| {
+            let v = parse(&plain[i]);
+            i + 1 != first
+                && v["ev"] == "reply"
+                && settled(&v, true)
+                && v["released"][0]["action"] != action
+        })
+        .expect("another release before")
+        + 1;
+    let mut lines = plain.clone();
+    let retry = parse(&plain[second - 1]);
+    let id = retry["id"].as_u64().unwrap();
+    let mut asked = (plain.iter().map(|l| parse(l)))
+        .find(|v| v["ev"] == "rpc" && v["id"] == id)
+        .unwrap();
+    let fresh = 1
+        + (plain.iter().filter_map(|l| parse(l)["id"].as_u64()))
+            .max()
+            .unwrap();
+    let (mut retry, mut asked) = (retry.clone(), {
+        asked["id"] = fresh.into();
+        asked
+    });
+    retry["id"] = fresh.into();
+    let t = parse(&plain[again - 1])["t"].clone();
+    let clock = parse(&plain[again - 1])["clock"].clone();
+    asked["t"] = t.clone();
+    retry["t"] = t;
+    retry["clock"] = clock;
+    lines.insert(again, retry.to_string());
+    lines.insert(again, asked.to_string());
+    for at in [first, second] {
+        let (mut lost, _) = answered_unavailable(&lines[at - 1]);
+        lost.as_object_mut().unwrap().remove("released");
+        lines[at - 1] = lost.to_string();
+    }
+    let report = oracle(file, &as_concurrent(&lines)).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    assert_eq!((report.unknown, report.unknown_committed), (2, 1));
+}

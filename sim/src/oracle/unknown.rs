@@ -32,8 +32,11 @@ impl Oracle {
 
     /// The reference holding `a` (an answer it disagreed with) and the
     /// pending calls that make it agree, taken as committed just before
-    /// `a` on a copy of `before` (the reference before `a`): all of them,
-    /// else each alone. `None` when no such choice agrees.
+    /// `a` on a copy of `before` (the reference before `a`): each alone
+    /// first, else all of them. The fewest first: a caller retries its own
+    /// call, and the retry's answer tells of that call only; a call not
+    /// taken stays pending for a later answer to decide. `None` when no
+    /// such choice agrees.
     pub(super) fn committed_unknown_calls(
         &mut self,
         a: &Answer,
@@ -41,9 +44,9 @@ impl Oracle {
         before: &MemoryRegistry,
     ) -> Option<MemoryRegistry> {
         let n = self.unknown_calls.len();
-        let mut choices: Vec<Vec<usize>> = vec![(0..n).collect()];
+        let mut choices: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
         if n > 1 {
-            choices.extend((0..n).map(|i| vec![i]));
+            choices.push((0..n).collect());
         }
         for chosen in choices {
             let Ok(registry) = before.fork() else {
