@@ -782,28 +782,7 @@ impl Checker {
                 }
             }
             (Request::Publish { publication }, Response::Publish { result: Ok(rev) }) => {
-                self.counters.publications += 1;
-                // Revisions between the last answered one and this one
-                // were made by publications whose answer was lost.
-                self.publications_unknown_committed(Revision(rev.0.saturating_sub(1)));
-                if rev.0 != self.max_published.0 + 1 {
-                    self.violate(
-                        invariant::REVISION,
-                        format!(
-                            "a publication made revision {}, but the last publication made {}",
-                            rev.0, self.max_published.0
-                        ),
-                    );
-                }
-                let base = self
-                    .catalogs
-                    .range(..*rev)
-                    .next_back()
-                    .map(|(_, m)| m.clone())
-                    .unwrap_or_default();
-                self.catalogs.insert(*rev, base.apply(publication));
-                self.max_published = self.max_published.max(*rev);
-                self.run_deferred(false);
+                self.on_published(publication, *rev)
             }
             (Request::Page { query }, Response::Page { result: Ok(page) }) => {
                 self.counters.pages += 1;

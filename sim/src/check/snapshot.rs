@@ -1,5 +1,5 @@
 //! The store's snapshot against what the answers said: its catalog
-//! revision (`revision_by_publication`), circuits that closed without an
+//! revision against the publications answered (`revision_by_publication`), circuits that closed without an
 //! operator (`circuit_closed_by_operator`), and each stored route's
 //! destination, fence and reservation (`one_route_per_action`,
 //! `fence_unique`, `capacity_accounting`).
@@ -42,6 +42,32 @@ impl Checker {
             self.catalogs
                 .insert(self.max_published, base.apply(&publication));
         }
+    }
+
+    /// A publication answered with the revision `rev` it made.
+    pub(super) fn on_published(&mut self, publication: &Publication, rev: Revision) {
+        self.counters.publications += 1;
+        // Revisions between the last answered one and this one were made
+        // by publications whose answer was lost.
+        self.publications_unknown_committed(Revision(rev.0.saturating_sub(1)));
+        if rev.0 != self.max_published.0 + 1 {
+            self.violate(
+                invariant::REVISION,
+                format!(
+                    "a publication made revision {}, but the last publication made {}",
+                    rev.0, self.max_published.0
+                ),
+            );
+        }
+        let base = self
+            .catalogs
+            .range(..rev)
+            .next_back()
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default();
+        self.catalogs.insert(rev, base.apply(publication));
+        self.max_published = self.max_published.max(rev);
+        self.run_deferred(false);
     }
 
     pub(super) fn on_snapshot(&mut self, s: &Snapshot) {
