@@ -49,6 +49,16 @@ fn first_reply(lines: &[String], pick: impl Fn(&serde_json::Value) -> bool) -> u
         + 1
 }
 
+/// Asserts that the oracle names the answer on line `at` (1-based) of
+/// `lines` as the first divergence; `what` says which edit it was.
+fn diverges_at(file: &str, lines: &[String], at: usize, what: &str) {
+    let d = oracle(file, lines)
+        .unwrap()
+        .divergence
+        .unwrap_or_else(|| panic!("{what}: agreed"));
+    assert_eq!(d.line, at as u64, "{what}: {:?}", d.lines());
+}
+
 fn parse(line: &str) -> serde_json::Value {
     serde_json::from_str(line).unwrap()
 }
@@ -326,16 +336,10 @@ fn an_existing_answer_after_a_lost_commit_reply_is_the_backends_retry_on_postgre
         );
         assert_eq!(report.retried, 1, "{kind}");
         // Only a call the backend says it retried.
-        let d = oracle(file, &edit(&clean, false))
-            .unwrap()
-            .divergence
-            .unwrap_or_else(|| panic!("{kind}: a call never retried was taken as a retry"));
-        assert_eq!(d.line, at as u64, "{kind}: {:?}", d.lines());
-        let d = oracle(file, &edit(&plain, false))
-            .unwrap()
-            .divergence
-            .unwrap_or_else(|| panic!("{kind}: an in-memory existing was taken as a retry"));
-        assert_eq!(d.line, at as u64, "{kind}: {:?}", d.lines());
+        let never = format!("{kind}: a call never retried, taken as a retry");
+        diverges_at(file, &edit(&clean, false), at, &never);
+        let memory = format!("{kind}: an in-memory existing, taken as a retry");
+        diverges_at(file, &edit(&plain, false), at, &memory);
     }
 }
 
@@ -612,13 +616,8 @@ fn a_retried_resolve_whose_first_attempt_ranked_before_its_step_agrees() {
         d["endpoint"] = "replica-r3:7100".into();
         d["peer_identity"] = "spiffe://sim/replica/r3".into();
     });
-    for (what, lines) in [("unretried", unretried), ("elsewhere", elsewhere)] {
-        let d = oracle(file, &lines)
-            .unwrap()
-            .divergence
-            .unwrap_or_else(|| panic!("{what}: agreed"));
-        assert_eq!(d.line, at as u64, "{what}: {:?}", d.lines());
-    }
+    diverges_at(file, &unretried, at, "unretried");
+    diverges_at(file, &elsewhere, at, "elsewhere");
 }
 
 #[test]
