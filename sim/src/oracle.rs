@@ -723,6 +723,9 @@ impl Oracle {
                 if !stale.is_empty() {
                     after = self.rank_at_place(place, after, &stale, &committed);
                 }
+                if !self.retried_reads_before(c, place, &mut reads) {
+                    return;
+                }
                 self.replay_ordered(c);
                 if self.diverged() {
                     return;

@@ -698,3 +698,36 @@ fn of_two_unavailable_settlements_only_the_one_a_later_answer_needs_is_taken_as_
     assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
     assert_eq!((report.unknown, report.unknown_committed), (2, 1));
 }
+
+#[test]
+fn a_retried_read_is_taken_before_a_duplicate_that_found_its_lost_commit() {
+    // spec: SIM-4, ROUTE-3
+    // Recorded on PostgreSQL (0019 seed 39, answers to replicas and the
+    // store's snapshots left out): one dispatcher sends three resolves of
+    // one action at 86 ms. The first attempt of call 60 made the route and
+    // lost its COMMIT reply (sequence 42, claimed by no answer); call 61
+    // then answered `existing` under the action's lock (commit 43); call
+    // 60's retry read the route lock-free (`existing`, `read_at` 43,
+    // `retried`). Replaying 61 first, the reference has no route yet and
+    // creates one: the retried read, whose first commit is below 43, goes
+    // before it.
+    let file = "0019_db_chaos.toml";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/traces/retried_read_before_a_duplicate_existing.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let report = oracle(file, &lines).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    assert_eq!(report.retried, 1);
+    // Without the retry's mark nothing made the route before 61's commit.
+    let duplicate = first_reply(&lines, |v| v["commit"] == 43);
+    let retried = first_reply(&lines, |v| v["retried"] == true);
+    let mut unretried = lines.clone();
+    let mut v = parse(&unretried[retried - 1]);
+    v.as_object_mut().unwrap().remove("retried");
+    unretried[retried - 1] = v.to_string();
+    diverges_at(file, &unretried, duplicate, "unretried");
+}

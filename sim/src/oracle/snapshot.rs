@@ -196,6 +196,32 @@ impl Oracle {
         true
     }
 
+    /// Before the step's commit `c` at `place`, when it disagrees there:
+    /// the step's retried reads still to come, taken now. A duplicate call
+    /// that answered under the action's lock may have found the route a
+    /// retried call's first attempt made, with its reply lost; replayed
+    /// first, the reference would make that route for the duplicate. False
+    /// once the oracle failed.
+    pub(super) fn retried_reads_before(
+        &mut self,
+        c: &Answer,
+        place: usize,
+        reads: &mut [SnapshotRead],
+    ) -> bool {
+        let waiting = |r: &SnapshotRead| !r.done && r.answer.retried && r.place > place;
+        if !reads.iter().any(waiting) {
+            return true;
+        }
+        match self.compare_here(c) {
+            Ok(Compared::Agrees { .. }) => true,
+            Ok(Compared::Differs { .. }) => self.retried_reads_first(place, reads),
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+
     /// Before a read at `place` that disagrees: the step's retried calls
     /// still to come, taken now. Each one's first attempt committed at a
     /// sequence that went unrecorded with its reply, below its own
