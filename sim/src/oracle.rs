@@ -732,7 +732,18 @@ impl Oracle {
                 }
             }
         }
-        open.retain(|&i| !self.agrees_with_unknowns(&unplaced[i]));
+        // Pending `unavailable` calls taken as committed for one answer
+        // change what the step's other answers see: each is compared again
+        // before its own turn at them.
+        open.retain(|&i| {
+            let a = &unplaced[i];
+            if let Ok(snapshot::Compared::Agrees { next, keep }) = self.compare_here(a) {
+                self.accept(a, next, keep);
+                self.report.placed += 1;
+                return false;
+            }
+            !self.agrees_with_unknowns(a)
+        });
         if let Some(&i) = open.first() {
             let a = &unplaced[i];
             let replayed = last.remove(&i).unwrap_or(Response::Refused {

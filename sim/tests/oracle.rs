@@ -731,3 +731,55 @@ fn a_retried_read_is_taken_before_a_duplicate_that_found_its_lost_commit() {
     unretried[retried - 1] = v.to_string();
     diverges_at(file, &unretried, duplicate, "unretried");
 }
+
+#[test]
+fn answers_of_a_step_are_compared_again_once_an_unavailable_call_is_taken_as_committed() {
+    // spec: SIM-4, CAT-1, ROUTE-5
+    // Recorded on PostgreSQL (0029 swarm seed 10, answers to replicas and
+    // the store's snapshots left out): a publication disabling the
+    // tenant's only binding committed and lost its COMMIT reply (answered
+    // `unavailable` at 78 ms). At 92 ms two copies of one resolve are
+    // refused with `no_eligible_binding`, in one step with no commit. The
+    // first refusal is explained by taking the publication as committed;
+    // the second must then be compared with the reference that holds it.
+    let file = "0029_late_created_after_refusal.toml";
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/traces/unavailable_publication_explains_two_refusals.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let report = oracle(file, &lines).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    assert_eq!(report.unknown_committed, 1);
+    // Without the publication nothing explains the refusals; and the
+    // second is compared, not waved through once the first agreed.
+    let publication = first_reply(&lines, |v| {
+        v["resp"]["op"] == "publish" && v.get("commit").is_none()
+    });
+    let id = parse(&lines[publication - 1])["id"].clone();
+    let never_sent: Vec<String> = (lines.iter())
+        .filter(|l| parse(l)["id"] != id)
+        .cloned()
+        .collect();
+    let refused = |lines: &[String], nth: usize| {
+        (lines.iter().enumerate())
+            .filter(|(_, l)| {
+                let v = parse(l);
+                v["t"] == 92 && v["resp"]["result"]["Err"]["kind"] == "no_eligible_binding"
+            })
+            .nth(nth)
+            .map(|(i, _)| i + 1)
+            .expect("two refusals at 92 ms")
+    };
+    diverges_at(file, &never_sent, refused(&never_sent, 0), "never sent");
+    let second = refused(&lines, 1);
+    let mut capacity = lines.clone();
+    capacity[second - 1] = {
+        let mut v = parse(&lines[second - 1]);
+        v["resp"]["result"]["Err"]["kind"] = "no_capacity".into();
+        v.to_string()
+    };
+    diverges_at(file, &capacity, second, "second refusal edited");
+}
