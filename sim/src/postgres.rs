@@ -7,8 +7,11 @@
 //! server through connreg-pgtest and fails, never skips, without one). Both
 //! of the registry's pools connect through a fault proxy in this process
 //! (`connreg_pgtest::proxy::FaultProxy`), so a scenario can cut, stall or
-//! terminate its connections or restart the server (`db_cut`, `db_stall`,
-//! `db_terminate`, `db_restart`). A scenario with a `db_failover` runs on a
+//! terminate its connections (`db_cut`, `db_stall`, `db_terminate`). A
+//! scenario with a `db_restart` runs on a server of its own
+//! (`connreg_pgtest::LocalCluster`): a restart ends every session of its
+//! server, and the server the process shares belongs to a sweep's other
+//! jobs and to other tests too. A scenario with a `db_failover` runs on a
 //! primary and a streaming standby of its own
 //! (`connreg_pgtest::ReplicatedPair`, synchronous or not as `[registry]
 //! database_replication` says); the failover stops the primary
@@ -53,19 +56,10 @@ pub(crate) fn run(
     use crate::backend::Store;
     use crate::world::simulate;
 
-    if scenario.restarts_database() {
-        let server = connreg_pgtest::server().map_err(|e| RunError::Backend(e.to_string()))?;
-        if !server.can_restart() {
-            return Err(RunError::Input(format!(
-                "scenario {}: db_restart restarts a server the run started itself, and this one is {} ({} set?); run it with a throwaway local server",
-                scenario.scenario.name,
-                server.source(),
-                connreg_pgtest::DATABASE_URL_VAR
-            )));
-        }
-    }
-    let pair = if scenario.fails_over_database() {
-        Some(start_pair(&scenario)?)
+    let own = if scenario.fails_over_database() {
+        Some(faulty::Own::Pair(start_pair(&scenario)?))
+    } else if scenario.restarts_database() {
+        Some(faulty::Own::Cluster(start_own(&scenario)?))
     } else {
         None
     };
@@ -78,7 +72,7 @@ pub(crate) fn run(
         clock.clone(),
         plan.config.clone(),
         runtime.handle().clone(),
-        pair,
+        own,
     ))?;
     params.database = Some(Box::new(database));
     let store = Store::offloaded(registry, runtime.handle().clone());
@@ -89,19 +83,42 @@ pub(crate) fn run(
     report
 }
 
-/// A primary and a standby for a scenario that fails over. A server given
-/// by URL (or forced to Docker) is never failed over: the run is refused.
+/// Refuses a run that must start servers of its own (`what` says why)
+/// where the servers come from a URL or Docker.
 #[cfg(feature = "postgres")]
-fn start_pair(scenario: &Scenario) -> Result<connreg_pgtest::ReplicatedPair, RunError> {
-    use connreg_pgtest::{DATABASE_URL_VAR, FORCE_SOURCE_VAR, LocalOptions, Replication};
+fn own_servers_allowed(scenario: &Scenario, what: &str) -> Result<(), RunError> {
+    use connreg_pgtest::{DATABASE_URL_VAR, FORCE_SOURCE_VAR};
 
     let forced = std::env::var(FORCE_SOURCE_VAR).unwrap_or_default();
     if std::env::var_os(DATABASE_URL_VAR).is_some() || matches!(forced.as_str(), "url" | "docker") {
         return Err(RunError::Input(format!(
-            "scenario {}: db_failover stops a primary and promotes its standby, which the run starts itself from the installed PostgreSQL; a server given by URL or run by Docker ({DATABASE_URL_VAR} or {FORCE_SOURCE_VAR}={forced}) is never failed over",
+            "scenario {}: {what}, which the run starts itself from the installed PostgreSQL; a server given by URL or run by Docker ({DATABASE_URL_VAR} or {FORCE_SOURCE_VAR}={forced}) is never used for it",
             scenario.scenario.name
         )));
     }
+    Ok(())
+}
+
+/// A server of the run's own for a scenario that restarts it: a restart
+/// ends every session of its server, so it must not be the one the
+/// process's other runs share (a sweep's other jobs, other tests).
+#[cfg(feature = "postgres")]
+fn start_own(scenario: &Scenario) -> Result<connreg_pgtest::LocalCluster, RunError> {
+    own_servers_allowed(scenario, "db_restart restarts a server")?;
+    connreg_pgtest::LocalCluster::start(connreg_pgtest::LocalOptions::default())
+        .map_err(|e| RunError::Backend(format!("a server of its own for db_restart: {e}")))
+}
+
+/// A primary and a standby for a scenario that fails over. A server given
+/// by URL (or forced to Docker) is never failed over: the run is refused.
+#[cfg(feature = "postgres")]
+fn start_pair(scenario: &Scenario) -> Result<connreg_pgtest::ReplicatedPair, RunError> {
+    use connreg_pgtest::{LocalOptions, Replication};
+
+    own_servers_allowed(
+        scenario,
+        "db_failover stops a primary and promotes its standby",
+    )?;
     let replication = match scenario.registry.database_replication {
         crate::scenario::DatabaseReplication::Synchronous => Replication::Synchronous,
         crate::scenario::DatabaseReplication::Asynchronous => Replication::Asynchronous,
@@ -141,6 +158,15 @@ mod faulty {
     use crate::faults::Database;
     use crate::run::RunError;
 
+    /// Servers a run starts for itself, for the faults that reach past
+    /// its own database.
+    pub(super) enum Own {
+        /// A primary and a standby, for `db_failover`.
+        Pair(connreg_pgtest::ReplicatedPair),
+        /// One server, for `db_restart`.
+        Cluster(connreg_pgtest::LocalCluster),
+    }
+
     /// The database of one run, as the world's database faults reach it.
     pub(super) struct PgDatabase {
         proxy: FaultProxy,
@@ -149,8 +175,8 @@ mod faulty {
         admin: PgConnectOptions,
         /// The registry's two roles, whose sessions `terminate` ends.
         roles: Vec<String>,
-        /// The server `db_restart` restarts (none on a replicated pair).
-        server: Option<&'static connreg_pgtest::Server>,
+        /// The run's own server, which `db_restart` restarts.
+        server: Option<connreg_pgtest::LocalCluster>,
         /// The primary and standby `db_failover` switches.
         pair: Option<std::sync::Arc<connreg_pgtest::ReplicatedPair>>,
         handle: tokio::runtime::Handle,
@@ -162,16 +188,24 @@ mod faulty {
         clock: ManualClock,
         config: RegistryConfig,
         handle: tokio::runtime::Handle,
-        pair: Option<connreg_pgtest::ReplicatedPair>,
+        own: Option<Own>,
     ) -> Result<(PgRegistry, PgDatabase), RunError> {
         let backend = |e: &dyn std::fmt::Display| RunError::Backend(e.to_string());
-        let (test, server, pair, upstream) = match pair {
-            Some(pair) => {
+        let local = |port: u16| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let (test, server, pair, upstream) = match own {
+            Some(Own::Pair(pair)) => {
                 let test = TestRegistry::create_at(&pair.primary_url())
                     .await
                     .map_err(|e| backend(&e))?;
-                let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], pair.primary_port()));
+                let upstream = local(pair.primary_port());
                 (test, None, Some(std::sync::Arc::new(pair)), upstream)
+            }
+            Some(Own::Cluster(cluster)) => {
+                let test = TestRegistry::create_at(cluster.url())
+                    .await
+                    .map_err(|e| backend(&e))?;
+                let upstream = local(cluster.port());
+                (test, Some(cluster), None, upstream)
             }
             None => {
                 let test = TestRegistry::create().await.map_err(|e| backend(&e))?;
@@ -186,7 +220,7 @@ mod faulty {
                     .ok_or_else(|| {
                         RunError::Backend(format!("{} has no address", server.host()))
                     })?;
-                (test, Some(server), None, upstream)
+                (test, None, None, upstream)
             }
         };
         let proxy = FaultProxy::start(upstream)
@@ -277,9 +311,9 @@ mod faulty {
         fn restart(&self) -> Result<(), String> {
             // Blocks for about a second; no call is in flight meanwhile
             // except the step's own, which the restart is meant to break.
-            match self.server {
+            match &self.server {
                 Some(server) => server.restart_immediate().map_err(|e| e.to_string()),
-                None => Err("db_restart on a replicated pair: fail it over instead".into()),
+                None => Err("db_restart needs the run's own server".into()),
             }
         }
 

@@ -83,7 +83,16 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError
         )));
     }
     let (scenario, swarm_draws) = if opts.swarm {
-        crate::swarm::draw_recorded(scenario, opts.seed, postgres)
+        let (drawn, draws) = crate::swarm::draw_recorded(scenario, opts.seed, postgres);
+        // A draw is a scenario like any other: one the loader would refuse
+        // is refused here, before it runs, not found broken mid-run.
+        drawn.validate_made().map_err(|e| {
+            RunError::Input(format!(
+                "scenario {}: swarm seed {} drew a scenario that is not valid: {e}",
+                scenario.scenario.name, opts.seed
+            ))
+        })?;
+        (drawn, draws)
     } else {
         (scenario.clone(), Default::default())
     };

@@ -12,9 +12,10 @@
 //! invariant and the liveness bound still apply. On PostgreSQL it also
 //! draws database cuts, stalls and session terminations, and in a quarter
 //! of its seeds a failover to a synchronous standby the run starts itself
-//! (never on an asynchronous one, whose scenarios expect the loss, and
-//! never a second one; never a server restart, which costs seconds of
-//! real time for no fault a failover does not also make); the in-memory
+//! (never on an asynchronous one, whose scenarios expect the loss, never
+//! a second one, and never in a scenario that restarts its server; never
+//! a server restart, which costs seconds of real time for no fault a
+//! failover does not also make); the in-memory
 //! backend has no database to fault.
 
 use std::collections::BTreeMap;
@@ -224,11 +225,13 @@ pub fn draw(base: &Scenario, seed: u64, database: bool) -> Scenario {
     }
     // A failover, drawn after everything else so the other draws stay
     // as they were: on a synchronous standby only (an asynchronous one
-    // may lose answered routes, which its own scenarios expect), and
-    // never a second one (`DB_FAILOVERS_MAX`).
+    // may lose answered routes, which its own scenarios expect), never a
+    // second one (`DB_FAILOVERS_MAX`), and never beside a restart (a
+    // restart runs on a server of the run's own, not on a pair).
     if database
         && s.registry.database_replication == DatabaseReplication::Synchronous
         && !s.fails_over_database()
+        && !s.restarts_database()
         && maybe(&mut rng, SWARM_FAILOVER_P)
     {
         s.chaos.db_failovers = 1;
@@ -286,5 +289,34 @@ mod tests {
             0,
             "no failover of an asynchronous standby"
         );
+    }
+
+    #[test]
+    fn every_draw_of_every_shipped_scenario_is_a_valid_scenario() {
+        // spec: SIM-4
+        // What a seed draws on top of a scenario must be a scenario the
+        // loader accepts: a failover drawn beside a scheduled restart was
+        // not (validation refuses the pair), and its runs failed.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        assert!(files.len() > 30, "{} scenario files", files.len());
+        for path in files {
+            let base = Scenario::load(&path).expect("a shipped scenario");
+            for database in [false, true] {
+                for seed in 1..=40u64 {
+                    if let Err(message) = draw(&base, seed, database).validate_made() {
+                        panic!(
+                            "{} seed {seed} (database {database}): {message}",
+                            path.display()
+                        );
+                    }
+                }
+            }
+        }
     }
 }

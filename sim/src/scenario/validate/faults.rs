@@ -49,7 +49,7 @@ impl Validator<'_> {
                 .map_or(0, |f| f.span().start);
             return fail(
                 at,
-                "db_restart and db_failover in one scenario: a failover runs on a primary and standby the run starts, and a restart restarts the one shared test server; fail over instead of restarting",
+                "db_restart and db_failover in one scenario: a failover runs on a primary and standby the run starts, a restart on a single server of the run's own; fail over instead of restarting",
             );
         }
         for (i, f) in self.s.faults.iter().enumerate() {

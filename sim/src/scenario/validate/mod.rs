@@ -41,6 +41,14 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// [`validate`](Self::validate) for a scenario made in code (a swarm
+    /// draw), which has no text for an error to point into.
+    pub(crate) fn validate_made(&self) -> Result<(), String> {
+        self.validate().map_err(|(_, message)| message)
+    }
+}
+
 struct Validator<'a> {
     s: &'a Scenario,
 }
