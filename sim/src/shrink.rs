@@ -741,15 +741,7 @@ mod tests {
 
     #[test]
     fn every_scenario_file_round_trips_through_the_serializer() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        files.sort();
-        assert!(!files.is_empty());
-        for path in files {
+        for path in crate::scenario::shipped_files() {
             let s = Scenario::load(&path).unwrap();
             let text = to_toml(&s).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             let back = Scenario::parse("round trip", &text)

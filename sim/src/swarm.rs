@@ -297,15 +297,7 @@ mod tests {
         // What a seed draws on top of a scenario must be a scenario the
         // loader accepts: a failover drawn beside a scheduled restart was
         // not (validation refuses the pair), and its runs failed.
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        files.sort();
-        assert!(files.len() > 30, "{} scenario files", files.len());
-        for path in files {
+        for path in crate::scenario::shipped_files() {
             let base = Scenario::load(&path).expect("a shipped scenario");
             for database in [false, true] {
                 for seed in 1..=40u64 {

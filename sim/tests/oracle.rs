@@ -59,6 +59,22 @@ fn diverges_at(file: &str, lines: &[String], at: usize, what: &str) {
     assert_eq!(d.line, at as u64, "{what}: {:?}", d.lines());
 }
 
+/// A recorded trace kept in `tests/traces/`, by line.
+fn recorded(name: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/traces")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    text.lines().map(str::to_string).collect()
+}
+
+/// The oracle's report on `lines`, which it must agree with.
+fn agrees(file: &str, lines: &[String]) -> OracleReport {
+    let report = oracle(file, lines).unwrap();
+    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    report
+}
+
 fn parse(line: &str) -> serde_json::Value {
     serde_json::from_str(line).unwrap()
 }
@@ -587,15 +603,8 @@ fn a_retried_resolve_whose_first_attempt_ranked_before_its_step_agrees() {
     // place of its step the reference's first choice is r1; r2 is still
     // one it can pick, which is what the oracle requires of a retry.
     let file = "0015_db_commit_reply_lost.toml";
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/traces/retried_resolve_ranked_before_the_step.jsonl");
-    let lines: Vec<String> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    let report = oracle(file, &lines).unwrap();
-    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    let lines = recorded("retried_resolve_ranked_before_the_step.jsonl");
+    let report = agrees(file, &lines);
     assert_eq!(report.retried, 1);
     let at = first_reply(&lines, |v| v["retried"] == true);
     // Not for a call the backend did not retry, nor for a replica the
@@ -712,15 +721,8 @@ fn a_retried_read_is_taken_before_a_duplicate_that_found_its_lost_commit() {
     // creates one: the retried read, whose first commit is below 43, goes
     // before it.
     let file = "0019_db_chaos.toml";
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/traces/retried_read_before_a_duplicate_existing.jsonl");
-    let lines: Vec<String> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    let report = oracle(file, &lines).unwrap();
-    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    let lines = recorded("retried_read_before_a_duplicate_existing.jsonl");
+    let report = agrees(file, &lines);
     assert_eq!(report.retried, 1);
     // Without the retry's mark nothing made the route before 61's commit.
     let duplicate = first_reply(&lines, |v| v["commit"] == 43);
@@ -743,15 +745,8 @@ fn answers_of_a_step_are_compared_again_once_an_unavailable_call_is_taken_as_com
     // first refusal is explained by taking the publication as committed;
     // the second must then be compared with the reference that holds it.
     let file = "0029_late_created_after_refusal.toml";
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/traces/unavailable_publication_explains_two_refusals.jsonl");
-    let lines: Vec<String> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
-    let report = oracle(file, &lines).unwrap();
-    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
+    let lines = recorded("unavailable_publication_explains_two_refusals.jsonl");
+    let report = agrees(file, &lines);
     assert_eq!(report.unknown_committed, 1);
     // Without the publication nothing explains the refusals; and the
     // second is compared, not waved through once the first agreed.

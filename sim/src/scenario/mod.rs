@@ -30,6 +30,20 @@ pub use hosts::{
     select_hosts,
 };
 pub use parse::{STANDARD_SCENARIO, STANDARD_SCENARIO_PATH, ScenarioError};
+/// The shipped scenario files (`scenarios/*.toml`), in name order.
+#[cfg(test)]
+pub(crate) fn shipped_files() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() > 30, "{} scenario files", files.len());
+    files
+}
+
 pub use schema::{
     BindingSpec, DatabaseReplication, Expect, Fleet, InstanceSpec, Lifecycle, Meta, MixEntry,
     Operation, OperationKind, Placement, ReaderEntry, RegistrySettings, ReplicaEntry, ReplicaGroup,
