@@ -79,7 +79,7 @@ pub use counters::{CounterBounds, Counters};
 pub use plant::PlantedBug;
 pub use run::{
     BackendKind, RunError, RunOptions, TraceTarget, parse_seed_range, repro_command,
-    resolve_scenario_path, run,
+    resolve_scenario_path, run, trace_file_name,
 };
 pub use scenario::{Scenario, ScenarioError};
 pub use world::{RunReport, StepBytes};

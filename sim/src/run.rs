@@ -44,6 +44,14 @@ pub enum TraceTarget {
     Memory,
     /// Written to a file.
     File(PathBuf),
+    /// Written to [`trace_file_name`] of the run's seed in this folder (a
+    /// sweep's `--keep-traces`).
+    Folder(PathBuf),
+}
+
+/// The file a seed's trace is written to in a [`TraceTarget::Folder`].
+pub fn trace_file_name(seed: u64) -> String {
+    format!("seed-{seed}.trace.jsonl")
 }
 
 /// How to run a scenario.
@@ -73,6 +81,12 @@ pub enum RunError {
     Backend(String),
 }
 
+fn trace_file(path: &std::path::Path) -> Result<std::io::BufWriter<std::fs::File>, RunError> {
+    let file = std::fs::File::create(path)
+        .map_err(|e| RunError::Input(format!("{}: {e}", path.display())))?;
+    Ok(std::io::BufWriter::new(file))
+}
+
 /// Runs `scenario` once.
 pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     let postgres = opts.backend == BackendKind::Postgres;
@@ -99,11 +113,8 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError
     let sink = match &opts.trace {
         TraceTarget::Hash => Sink::Hash,
         TraceTarget::Memory => Sink::Memory(Vec::new()),
-        TraceTarget::File(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| RunError::Input(format!("{}: {e}", path.display())))?;
-            Sink::File(std::io::BufWriter::new(file))
-        }
+        TraceTarget::File(path) => Sink::File(trace_file(path)?),
+        TraceTarget::Folder(dir) => Sink::File(trace_file(&dir.join(trace_file_name(opts.seed)))?),
     };
     let params = WorldParams {
         seed: opts.seed,

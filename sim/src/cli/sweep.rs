@@ -17,7 +17,9 @@ use connreg_sim::sweep::{
     CompletedSeed, Ended, FailureRecord, Flow, SeedOutcome, Shard, SweepInputs, SweepSummary,
     Timing, check_jobs, junit, sha256_hex, sweep_seeds,
 };
-use connreg_sim::{BackendKind, RunOptions, TraceTarget, parse_seed_range, repro_command};
+use connreg_sim::{
+    BackendKind, RunOptions, TraceTarget, parse_seed_range, repro_command, trace_file_name,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::{BAD_INPUT, BackendArg, OK, VIOLATION, load, plant};
@@ -61,6 +63,12 @@ pub(crate) struct SweepArgs {
     /// Stop at the first failing seed (in seed order).
     #[arg(long)]
     fail_fast: bool,
+    /// Keep the trace of every failing seed in this folder (created if
+    /// missing), as `seed-N.trace.jsonl`; a passing seed's is removed. A
+    /// PostgreSQL run is not byte-deterministic, so its failing seed may
+    /// not fail again: this keeps what it saw.
+    #[arg(long)]
+    keep_traces: Option<PathBuf>,
 }
 
 /// Prints a line to stdout; a closed pipe is not an error.
@@ -122,8 +130,16 @@ pub(crate) fn sweep(args: SweepArgs) -> u8 {
         backend,
         plant,
         swarm: args.swarm,
-        trace: TraceTarget::Hash,
+        trace: match &args.keep_traces {
+            Some(dir) => TraceTarget::Folder(dir.clone()),
+            None => TraceTarget::Hash,
+        },
     };
+    if let Some(dir) = &args.keep_traces
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        return bad(format!("--keep-traces {}: {e}", dir.display()));
+    }
     let repro = |seed: u64| {
         repro_command(
             Some(&args.scenario),
@@ -169,6 +185,12 @@ pub(crate) fn sweep(args: SweepArgs) -> u8 {
             };
             let outcome = SeedOutcome::of(&report);
             let ok = outcome.ok();
+            if ok && let Some(dir) = &args.keep_traces {
+                let path = dir.join(trace_file_name(seed));
+                if let Err(e) = std::fs::remove_file(&path) {
+                    eprintln!("connreg-sim sweep: {}: {e}", path.display());
+                }
+            }
             if !ok {
                 failed += 1;
                 bar.set_message(format!("{failed} failed"));
@@ -305,6 +327,9 @@ pub(crate) fn sweep(args: SweepArgs) -> u8 {
             o.violations
         );
         say!("    reproduce: {}", repro(o.seed));
+        if let Some(dir) = &args.keep_traces {
+            say!("    trace: {}", dir.join(trace_file_name(o.seed)).display());
+        }
     }
     if failures.len() > SWEEP_FAILURES_PRINTED_MAX {
         let rest = &failures[SWEEP_FAILURES_PRINTED_MAX..];
