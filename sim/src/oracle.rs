@@ -71,15 +71,20 @@
 //!   pending calls taken as committed just before it, each alone and
 //!   then all of them (the fewest first: a retry's answer tells of its
 //!   own call only); the first that agrees is kept, the others stay
-//!   pending (`unknown_committed`). Pending calls are taken as never committed once
+//!   pending (`unknown_committed`); a kept choice that a later answer
+//!   refutes is revised (`backtrack`). Pending calls are taken as never committed once
 //!   [`UNKNOWN_HORIZON_ANSWERS`] answers agreed after the last of them; a
 //!   divergence after one says how many were skipped.
 
+mod backtrack;
+mod file;
 mod held;
 mod rows;
 mod snapshot;
 mod unknown;
 
+pub use backtrack::{DECISION_RECORDS_MAX, DECISIONS_OPEN_MAX, REVISIONS_MAX};
+pub use file::{check_lines, config_of, repro};
 use rows::{RouteRows, rows_named};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -147,6 +152,10 @@ pub struct OracleReport {
     /// of the step renewed in the meantime, where the reference says
     /// `false`.
     pub stale_more: u64,
+    /// Times a choice among pending `unavailable` calls (which of them
+    /// committed) was revised: a later answer disagreed with it, and the
+    /// trace was replayed from the choice with the next one.
+    pub revised: u64,
     /// Fences renamed (distinct fences seen in answers).
     pub fences: u64,
     /// The first divergence, if any.
@@ -366,7 +375,8 @@ pub struct Oracle {
     /// agreed, each with its clock: they may have committed (a failover
     /// keeps a commit whose answer was lost), which only a later
     /// maintenance answer tells.
-    unknown_calls: Vec<(Option<u64>, Request)>,
+    /// Each with its call's ID, its clock and the request as renamed.
+    unknown_calls: Vec<(u64, Option<u64>, Request)>,
     /// Answers agreed since the last call joined `unknown_calls`.
     unknown_since: u32,
     /// Each action's route as the last resolve answer showed it.
@@ -387,6 +397,14 @@ pub struct Oracle {
     /// answer, a retried call).
     unrecorded_commits: bool,
     error: Option<String>,
+    /// Choices not to take again among pending `unavailable` calls, by the
+    /// trace line of the answer they were taken for (see `backtrack`).
+    excluded: BTreeMap<u64, BTreeSet<u64>>,
+    /// The oracle as it was before the record being taken in, kept while
+    /// a choice among pending calls may be made for it.
+    checkpoint: Option<backtrack::Checkpoint>,
+    /// The latest choice among pending calls that another could replace.
+    decision: Option<backtrack::Decision>,
 }
 
 impl std::fmt::Debug for Oracle {
@@ -425,6 +443,9 @@ impl Oracle {
             highest_commit: 0,
             unrecorded_commits: false,
             error: None,
+            excluded: BTreeMap::new(),
+            checkpoint: None,
+            decision: None,
         })
     }
 
@@ -438,6 +459,16 @@ impl Oracle {
         if self.diverged() || self.error.is_some() {
             return;
         }
+        self.take_checkpoint(Some((line, record)));
+        self.remember(line, record);
+        self.take_in(line, record);
+        self.checkpoint = None;
+        if self.diverged() {
+            self.revise();
+        }
+    }
+
+    fn take_in(&mut self, line: u64, record: &Record) {
         self.records += 1;
         match &record.event {
             Event::Start(start) => {
@@ -545,7 +576,14 @@ impl Oracle {
     /// The verdict, once every record is in; an error when the trace
     /// cannot be judged (not commit-ordered, no `start` line).
     pub fn finish(mut self) -> Result<OracleReport, String> {
+        self.take_checkpoint(None);
         self.flush();
+        self.checkpoint = None;
+        if self.diverged() && self.revise() && !self.diverged() {
+            // Replayed with another choice up to the last record: the
+            // step still open is the revised oracle's to finish.
+            return self.finish();
+        }
         if let Some(e) = self.error {
             return Err(e);
         }
@@ -784,58 +822,6 @@ impl Oracle {
     }
 }
 
-/// The oracle over a trace's lines, with `config` the run's registry
-/// configuration.
-pub fn check_lines(
-    lines: impl Iterator<Item = std::io::Result<String>>,
-    config: RegistryConfig,
-) -> Result<OracleReport, String> {
-    let mut oracle = Oracle::new(config)?;
-    for (i, line) in lines.enumerate() {
-        let line = line.map_err(|e| format!("line {}: {e}", i + 1))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record: Record =
-            serde_json::from_str(&line).map_err(|e| format!("line {}: {e}", i + 1))?;
-        oracle.observe(i as u64 + 1, &record);
-        if oracle.diverged() {
-            break;
-        }
-    }
-    oracle.finish()
-}
-
-/// The registry configuration of the run a trace recorded: its scenario
-/// (`scenario`, else the file its `start` line names under `scenarios/`),
-/// with the swarm draws redone when the run drew them. Returns the
-/// configuration and warnings (a scenario file that changed since).
-pub fn config_of(
-    start: &StartInfo,
-    scenario: Option<&str>,
-) -> Result<(RegistryConfig, Vec<String>), String> {
-    let recorded = crate::replay::Recorded {
-        start: start.clone(),
-        trace_hash: String::new(),
-    };
-    let scenario = match recorded.scenario_path(scenario)? {
-        Some(path) => crate::Scenario::load(&path).map_err(|e| e.to_string())?,
-        None => crate::Scenario::standard(),
-    };
-    let warnings = recorded
-        .warnings(&scenario)
-        .into_iter()
-        .filter(|w| w.contains("scenario file"))
-        .collect();
-    let scenario = if start.swarm {
-        crate::swarm::draw_recorded(&scenario, start.seed, start.backend == "postgres").0
-    } else {
-        scenario
-    };
-    let plan = crate::fleet::FleetPlan::of(&scenario)?;
-    Ok((plan.config, warnings))
-}
-
 impl Divergence {
     /// The divergence as lines for a person: where, the call, both
     /// answers, why.
@@ -851,28 +837,4 @@ impl Divergence {
             format!("  {}", self.detail),
         ]
     }
-}
-
-/// The command that makes the trace `start` describes again (SIM-5).
-pub fn repro(start: &StartInfo, scenario: Option<&str>) -> String {
-    let recorded = crate::replay::Recorded {
-        start: start.clone(),
-        trace_hash: String::new(),
-    };
-    let path = recorded.scenario_path(scenario).ok().flatten();
-    let opts = crate::RunOptions {
-        seed: start.seed,
-        backend: if start.backend == "postgres" {
-            crate::BackendKind::Postgres
-        } else {
-            crate::BackendKind::Memory
-        },
-        plant: start.plant.as_deref().and_then(crate::PlantedBug::parse),
-        swarm: start.swarm,
-        trace: crate::TraceTarget::Hash,
-    };
-    crate::repro_command(
-        path.as_ref().map(|p| p.display().to_string()).as_deref(),
-        &opts,
-    )
 }

@@ -778,3 +778,32 @@ fn answers_of_a_step_are_compared_again_once_an_unavailable_call_is_taken_as_com
     };
     diverges_at(file, &capacity, second, "second refusal edited");
 }
+
+#[test]
+fn a_choice_among_unavailable_calls_that_a_later_answer_refutes_is_revised() {
+    // spec: SIM-4, SETTLE-4
+    // Recorded on PostgreSQL (0014 swarm seed 122, trimmed): during a
+    // failover two settlements are answered `unavailable` at 150 ms, one
+    // releasing pool-6 (call 117), one dispatcher-1.1-12 (call 118). At
+    // 154 ms a resolve takes the tenant's scope, which only one of them
+    // could have freed: either explains it. The retries tell which: pool-6's
+    // releases again (`released: true`, 117 never committed) and the
+    // other's finds it released (118 did). Taking 117, the first that
+    // agrees, made pool-6's retry diverge; the choice is revised.
+    let file = "0014_db_cut_mid_transaction.toml";
+    let lines = recorded("two_unavailable_settlements_either_frees_the_scope.jsonl");
+    let report = agrees(file, &lines);
+    assert_eq!(report.unknown_committed, 1);
+    assert_eq!(report.revised, 1);
+    // With both retries releasing, neither can have freed the scope: no
+    // choice holds, and the divergence reported is the furthest reached.
+    let last = lines.len();
+    let mut neither = lines.clone();
+    neither[last - 1] = {
+        let mut v = parse(&lines[last - 1]);
+        assert_eq!(v["resp"]["result"]["Ok"]["released"], false);
+        v["resp"]["result"]["Ok"]["released"] = true.into();
+        v.to_string()
+    };
+    diverges_at(file, &neither, last, "neither committed");
+}

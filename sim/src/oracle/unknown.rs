@@ -4,6 +4,10 @@
 use connreg::{MemoryRegistry, Timestamp};
 
 use super::{Answer, Oracle, UNKNOWN_CALLS_MAX, UNKNOWN_HORIZON_ANSWERS, comparable};
+
+/// The choice that takes every pending call as committed (the others are
+/// keyed by their call's ID).
+const ALL_OF_THEM: u64 = u64::MAX;
 use crate::backend::{poll_inline, respond_plainly};
 use crate::wire::Request;
 
@@ -13,7 +17,7 @@ impl Oracle {
         self.report.unknown += 1;
         if a.request.mutates() && self.unknown_calls.len() < UNKNOWN_CALLS_MAX {
             let request = self.renaming.request(&a.request);
-            self.unknown_calls.push((a.clock, request));
+            self.unknown_calls.push((a.id, a.clock, request));
             self.unknown_since = 0;
         }
     }
@@ -35,7 +39,9 @@ impl Oracle {
     /// `a` on a copy of `before` (the reference before `a`): each alone
     /// first, else all of them. The fewest first: a caller retries its own
     /// call, and the retry's answer tells of that call only; a call not
-    /// taken stays pending for a later answer to decide. `None` when no
+    /// taken stays pending for a later answer to decide. A choice taken
+    /// while others remain untried may be revised (`backtrack`); one
+    /// revised away for this answer is not taken again. `None` when no
     /// such choice agrees.
     pub(super) fn committed_unknown_calls(
         &mut self,
@@ -44,16 +50,21 @@ impl Oracle {
         before: &MemoryRegistry,
     ) -> Option<MemoryRegistry> {
         let n = self.unknown_calls.len();
-        let mut choices: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
+        let mut choices: Vec<(u64, Vec<usize>)> =
+            (0..n).map(|i| (self.unknown_calls[i].0, vec![i])).collect();
         if n > 1 {
-            choices.push((0..n).collect());
+            choices.push((ALL_OF_THEM, (0..n).collect()));
         }
-        for chosen in choices {
+        if let Some(excluded) = self.excluded.get(&a.line) {
+            choices.retain(|(key, _)| !excluded.contains(key));
+        }
+        let choices_n = choices.len();
+        for (at, (key, chosen)) in choices.into_iter().enumerate() {
             let Ok(registry) = before.fork() else {
                 return None;
             };
             for &i in &chosen {
-                let (clock, unknown) = &self.unknown_calls[i];
+                let (_, clock, unknown) = &self.unknown_calls[i];
                 if let Some(ms) = clock {
                     self.clock.set(Timestamp(*ms));
                 }
@@ -64,6 +75,9 @@ impl Oracle {
             if let Ok(next) = (self.renaming).agree(&comparable(&a.recorded), &comparable(&again)) {
                 self.renaming = next;
                 self.report.unknown_committed += 1;
+                if at + 1 < choices_n {
+                    self.open_decision(a.line, key);
+                }
                 let mut i = 0;
                 self.unknown_calls.retain(|_| {
                     i += 1;
