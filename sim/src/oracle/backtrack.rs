@@ -12,12 +12,14 @@
 //! again: the next choice is tried. The latest such choice is revised
 //! first, then the one before it (each one's copy holds the one before).
 //! What this costs is bounded: at most [`DECISIONS_OPEN_MAX`] choices are
-//! open at once, each keeping at most [`DECISION_RECORDS_MAX`] records,
-//! and at most [`REVISIONS_MAX`] revisions are made in one trace. Of the
-//! divergences found, the one furthest in the trace is reported.
+//! open at once, each standing once [`UNKNOWN_HORIZON_ANSWERS`] replies
+//! (to any call, a replica's too) came after it or it kept
+//! [`DECISION_RECORDS_MAX`] records, and at most [`REVISIONS_MAX`]
+//! revisions are made in one trace. Of the divergences found, the one
+//! furthest in the trace is reported.
 
-use super::Oracle;
-use crate::trace::Record;
+use super::{Oracle, UNKNOWN_HORIZON_ANSWERS};
+use crate::trace::{Event, Record};
 
 /// Most choices among pending calls open at once (each holds a copy of
 /// the reference).
@@ -25,7 +27,7 @@ pub const DECISIONS_OPEN_MAX: usize = 4;
 
 /// Most records kept for replaying one open choice; past it the choice
 /// stands.
-pub const DECISION_RECORDS_MAX: usize = 200_000;
+pub const DECISION_RECORDS_MAX: usize = 20_000;
 
 /// Most choices revised in one trace.
 pub const REVISIONS_MAX: u64 = 16;
@@ -47,6 +49,8 @@ pub(super) struct Decision {
     key: u64,
     /// The records since the restore point, that one included.
     records: Vec<(u64, Record)>,
+    /// Replies among them (to any call).
+    answers: u32,
 }
 
 impl Decision {
@@ -56,6 +60,7 @@ impl Decision {
             line: self.line,
             key: self.key,
             records: self.records.clone(),
+            answers: self.answers,
         })
     }
 }
@@ -106,11 +111,10 @@ impl Oracle {
         let ends_step = match record {
             None => true,
             Some((_, r)) => match &r.event {
-                crate::trace::Event::Reply { .. } => self.step_t != Some(r.t),
-                crate::trace::Event::Setup { .. }
-                | crate::trace::Event::Snapshot(_)
-                | crate::trace::Event::Check { .. }
-                | crate::trace::Event::End(_) => true,
+                Event::Reply { .. } => self.step_t != Some(r.t),
+                Event::Setup { .. } | Event::Snapshot(_) | Event::Check { .. } | Event::End(_) => {
+                    true
+                }
                 _ => false,
             },
         };
@@ -134,11 +138,13 @@ impl Oracle {
         }
     }
 
-    /// Keeps `record` for replaying the open choice, if any; past
-    /// [`DECISION_RECORDS_MAX`] the choices stand.
+    /// Keeps `record` for replaying the open choice, if any. Past
+    /// [`UNKNOWN_HORIZON_ANSWERS`] replies or [`DECISION_RECORDS_MAX`]
+    /// records the choices stand.
     pub(super) fn remember(&mut self, line: u64, record: &Record) {
         if let Some(d) = &mut self.decision {
-            if d.records.len() >= DECISION_RECORDS_MAX {
+            d.answers += u32::from(matches!(record.event, Event::Reply { .. }));
+            if d.records.len() >= DECISION_RECORDS_MAX || d.answers > UNKNOWN_HORIZON_ANSWERS {
                 self.decision = None;
             } else {
                 d.records.push((line, record.clone()));
@@ -155,6 +161,7 @@ impl Oracle {
                 line,
                 key,
                 records: record.into_iter().collect(),
+                answers: 0,
             });
         }
     }
