@@ -203,6 +203,42 @@ async fn calls_after_the_servers_sessions_die_are_served_on_fresh_connections() 
         .expect("the settlement is served on a fresh connection");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_a_call_finds_its_connection_dead_the_pool_tests_the_others() {
+    // spec: LOCK-6
+    let fx = PgFixture::new().await;
+    let registry = fleet_with(&fx, fx.options()).await;
+    let mut admin = fx.admin_conn().await;
+    // Several idle pooled connections, opened by concurrent calls; then the
+    // server ends them all.
+    let (a, b, c, d) = tokio::join!(
+        registry.route_resolve(request("w0", "t0")),
+        registry.route_resolve(request("w1", "t0")),
+        registry.route_resolve(request("w2", "t0")),
+        registry.route_resolve(request("w3", "t0")),
+    );
+    for warm in [a, b, c, d] {
+        warm.unwrap();
+    }
+    assert!(terminate_data_sessions(&mut admin).await >= 2);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The first call pays for finding out; the pool then tests the
+    // connections it hands out, so no later call meets a dead one.
+    let mut retried = Vec::new();
+    for i in 0..6 {
+        let action = format!("after-{i}");
+        let (answer, seen) = observe_commit(registry.route_resolve(request(&action, "t0"))).await;
+        assert_eq!(answer.map(|r| r.kind), Ok(ResolveKind::Created), "{action}");
+        if seen.retried {
+            retried.push(action);
+        }
+    }
+    assert!(
+        retried.len() <= 1,
+        "calls that met a dead connection: {retried:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_queued_publication_holds_routing_up_only_briefly() {
     // spec: LOCK-4, CAT-4
