@@ -78,9 +78,10 @@ async fn render(conn: &mut PgConnection) -> String {
     let mut out = header(major);
     writeln!(out, "\n-- schema version {version}").unwrap();
 
-    let tables: Vec<(i64, String, Option<Vec<String>>)> = rows(
+    let tables: Vec<(i64, String, Option<Vec<String>>, bool)> = rows(
         conn,
-        "SELECT c.oid::bigint, c.relname::text, c.reloptions::text[]
+        "SELECT c.oid::bigint, c.relname::text, c.reloptions::text[],
+                c.relpersistence = 'u'
            FROM pg_class c
           WHERE c.relnamespace = 'connreg'::regnamespace AND c.relkind IN ('r', 'p')
             AND c.relname <> '_sqlx_migrations'
@@ -88,8 +89,9 @@ async fn render(conn: &mut PgConnection) -> String {
         None,
     )
     .await;
-    for (oid, name, options) in tables {
-        writeln!(out, "\nCREATE TABLE connreg.{name} (").unwrap();
+    for (oid, name, options, unlogged) in tables {
+        let kind = if unlogged { "UNLOGGED TABLE" } else { "TABLE" };
+        writeln!(out, "\nCREATE {kind} connreg.{name} (").unwrap();
         let columns: Vec<Column> = rows(
             conn,
             "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull,

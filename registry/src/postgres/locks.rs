@@ -12,7 +12,10 @@
 //! data-role session cannot hold a key the protocol waits for (AUTH-6);
 //! the advisory locks of migrations 0008..0012, which every role may take,
 //! are no longer used for them. Start-up checks the classes
-//! (`connreg.data_protocol_limits`). The setup steps still use the
+//! (`connreg.data_protocol_limits`). The table is unlogged (migration
+//! 0017), so locking a row writes no WAL; a crash or a promotion empties
+//! it, and `connreg.protocol_lock` makes every row again before it locks
+//! when its row is missing (lease maintenance does so at its start). The setup steps still use the
 //! two-int advisory form with a class from [`LOCK_CLASS_BASE`], which can
 //! never collide with sqlx's migrator lock (the bigint form).
 
