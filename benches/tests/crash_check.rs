@@ -296,7 +296,7 @@ async fn two_different_routes_answered_for_one_action_are_duplicated() {
         .replica
         .clone();
     let other = s.other_replica(&current);
-    s.record_mut("retried").answers[0].destination.replica = other;
+    std::sync::Arc::make_mut(&mut s.record_mut("retried").answers[0].destination).replica = other;
     assert_found(
         &s,
         Found {
@@ -348,7 +348,7 @@ async fn a_stored_route_moved_to_another_replica_than_the_answer_is_lost() {
         .replica
         .clone();
     let other = s.other_replica(&current);
-    s.route_mut("settled").assignment.destination.replica = other;
+    std::sync::Arc::make_mut(&mut s.route_mut("settled").assignment.destination).replica = other;
     assert_found(
         &s,
         Found {

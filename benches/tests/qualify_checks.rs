@@ -124,7 +124,7 @@ async fn a_route_moved_to_another_replica_is_a_violation() {
     let mut s = store().await;
     let other = s.snapshot.replicas[1].spec.id.clone();
     let route = &mut s.snapshot.routes[2];
-    route.assignment.destination.replica = other;
+    std::sync::Arc::make_mut(&mut route.assignment.destination).replica = other;
     let v = check(&s);
     assert_eq!(
         count(&v, ViolationKind::RouteChanged),

@@ -274,7 +274,13 @@ pub async fn full_fleet_answers_no_capacity<H: Harness>(harness: &H) {
     let s = fixture::open(harness, options).await;
     let mut used = BTreeSet::new();
     for i in 0..4 {
-        used.insert(s.resolve_acme(&format!("a{i}")).await.destination.replica);
+        used.insert(
+            s.resolve_acme(&format!("a{i}"))
+                .await
+                .destination
+                .replica
+                .clone(),
+        );
     }
     assert_eq!(used.len(), 4, "one route per replica of capacity 1");
     let before = s.observe().await;
@@ -634,7 +640,7 @@ pub async fn fewer_active_reservations_rank_before_the_hash<H: Harness>(harness:
         let a = resolve_with(&s, &format!("a{i}"), topo.clone())
             .await
             .unwrap();
-        used.insert(a.assignment.destination.replica);
+        used.insert(a.assignment.destination.replica.clone());
     }
     assert_eq!(used.len(), 4);
 }

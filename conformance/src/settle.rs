@@ -3,6 +3,8 @@
 //! rules say; circuits close only by the audited operator action
 //! (SETTLE-1..SETTLE-6).
 
+use std::sync::Arc;
+
 use connreg::contracts::{Operations, ReplicaLifecycle, Routing};
 use connreg::limits::{AUDIT_PAGE_ENTRIES_MAX, TEXT_BYTES_MAX};
 use connreg::request::{AuditQuery, CircuitCloseParams};
@@ -98,19 +100,19 @@ pub async fn settlement_of_a_different_assignment_is_fence_lost<H: Harness>(harn
     v.reservation.scopes.remove(&scope("s-acme-crm"));
     variants.push(("scopes", v));
     let mut v = a.clone();
-    v.destination.endpoint = "https://attacker.example:8443".into();
+    Arc::make_mut(&mut v.destination).endpoint = "https://attacker.example:8443".into();
     variants.push(("endpoint", v));
     let mut v = a.clone();
-    v.destination.replica = replica("i-acme-crm-r1");
+    Arc::make_mut(&mut v.destination).replica = replica("i-acme-crm-r1");
     variants.push(("replica", v));
     let mut v = a.clone();
-    v.policy.policy_revision += 1;
+    Arc::make_mut(&mut v.policy).policy_revision += 1;
     variants.push(("policy revision", v));
     let mut v = a.clone();
-    v.policy.credential.revision += 1;
+    Arc::make_mut(&mut v.policy).credential.revision += 1;
     variants.push(("credential revision", v));
     let mut v = a.clone();
-    v.policy.capacity_class = class("large");
+    Arc::make_mut(&mut v.policy).capacity_class = class("large");
     variants.push(("capacity class", v));
     let mut v = a.clone();
     v.identity.tenant = fixture::globex();

@@ -12,9 +12,15 @@
 //! identically. `/` cannot appear in an identifier, so the input is
 //! unambiguous.
 
+mod lanes;
+
 use md5::{Digest, Md5};
 
 use crate::id::{ActionId, InstanceId, ReplicaId};
+
+/// Candidates whose route hashes [`route_hash_keys`] computes side by
+/// side.
+pub const ROUTE_HASH_LANES: usize = lanes::LANES;
 
 /// The route hash of (action, replica): 16 lowercase hex digits.
 pub fn route_hash(action: &ActionId, replica: &ReplicaId) -> String {
@@ -58,6 +64,57 @@ pub fn route_hash_key(action: &ActionId, replica: &ReplicaId) -> u64 {
     md5::block_api::compress(&mut state, blocks);
     // The digest is the state's words, each little-endian.
     (u64::from(state[0].swap_bytes()) << 32) | u64::from(state[1].swap_bytes())
+}
+
+/// The route hash keys of (action, each of `replicas`) into `keys`, as
+/// [`route_hash_key`] gives them one by one; up to [`ROUTE_HASH_LANES`]
+/// inputs that fit one MD5 block are hashed side by side.
+///
+/// # Panics
+///
+/// When `keys` is shorter than `replicas`.
+pub fn route_hash_keys(action: &ActionId, replicas: &[&ReplicaId], keys: &mut [u64]) {
+    assert!(keys.len() >= replicas.len(), "a key for every replica");
+    let a = action.as_str().as_bytes();
+    for (chunk, keys) in replicas
+        .chunks(ROUTE_HASH_LANES)
+        .zip(keys.chunks_mut(ROUTE_HASH_LANES))
+    {
+        if chunk.len() == 1 {
+            keys[0] = route_hash_key(action, chunk[0]);
+            continue;
+        }
+        let mut blocks = [[0u8; 64]; lanes::LANES];
+        let mut one_block = [false; lanes::LANES];
+        for (l, replica) in chunk.iter().enumerate() {
+            one_block[l] = lanes::pad_one_block(&mut blocks[l], a, replica.as_str().as_bytes());
+        }
+        // As many lanes as the chunk has inputs: a lane costs its share
+        // of the work whether or not its digest is used.
+        let mut hashed = [0; lanes::LANES];
+        let n = chunk.len();
+        match n {
+            2 => hashed[..n].copy_from_slice(&lanes::hash_blocks::<2>(first(&blocks))),
+            3 => hashed[..n].copy_from_slice(&lanes::hash_blocks::<3>(first(&blocks))),
+            4 => hashed[..n].copy_from_slice(&lanes::hash_blocks::<4>(first(&blocks))),
+            5 => hashed[..n].copy_from_slice(&lanes::hash_blocks::<5>(first(&blocks))),
+            6 => hashed[..n].copy_from_slice(&lanes::hash_blocks::<6>(first(&blocks))),
+            7 => hashed[..n].copy_from_slice(&lanes::hash_blocks::<7>(first(&blocks))),
+            _ => hashed = lanes::hash_blocks(&blocks),
+        }
+        for (l, replica) in chunk.iter().enumerate() {
+            keys[l] = if one_block[l] {
+                hashed[l]
+            } else {
+                route_hash_key(action, replica)
+            };
+        }
+    }
+}
+
+/// The first `N` of `blocks`.
+fn first<const N: usize>(blocks: &[lanes::Block; lanes::LANES]) -> &[lanes::Block; N] {
+    blocks[..N].try_into().expect("N is at most LANES")
 }
 
 /// [`route_hash_key`] through the incremental hasher, for any length.
@@ -132,6 +189,44 @@ mod tests {
             2 * max < ROUTE_HASH_INPUT_FAST_MAX,
             "two identifiers and the separator fit"
         );
+    }
+
+    #[test]
+    fn the_side_by_side_route_hashes_are_each_the_digest_alone() {
+        // spec: ROUTE-10 (hashing candidates side by side changes no
+        // hash: every count of candidates up to two batches, inputs of
+        // one and of two blocks mixed, across the one-block boundary)
+        let max = crate::limits::ID_BYTES_MAX;
+        let ids = |prefix: char, len: usize| -> String {
+            std::iter::once(prefix)
+                .chain((1..len).map(|i| (b'a' + (i * 7 % 26) as u8) as char))
+                .collect()
+        };
+        for a_len in [1, 5, 20, 40, 53, 54, 55, max] {
+            let action = ActionId::new(ids('x', a_len)).unwrap();
+            let replicas: Vec<ReplicaId> = (0..2 * ROUTE_HASH_LANES + 3)
+                .map(|i| {
+                    let len = [1, 3, 10, 54 - a_len.min(53), 55 - a_len.min(54), 64, max][i % 7];
+                    ReplicaId::new(ids(char::from(b'a' + i as u8), len.clamp(1, max))).unwrap()
+                })
+                .collect();
+            let refs: Vec<&ReplicaId> = replicas.iter().collect();
+            for n in 0..=refs.len() {
+                let mut keys = vec![0; n];
+                route_hash_keys(&action, &refs[..n], &mut keys);
+                for (r, key) in refs[..n].iter().zip(&keys) {
+                    assert_eq!(
+                        *key,
+                        route_hash_key_incremental(
+                            action.as_str().as_bytes(),
+                            r.as_str().as_bytes()
+                        ),
+                        "{a_len}-byte action, {} of {n}",
+                        r.as_str()
+                    );
+                }
+            }
+        }
     }
 
     #[test]

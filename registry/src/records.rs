@@ -4,6 +4,7 @@
 //! secret providers appear only as [`OpaqueRef`]s with a revision.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -390,15 +391,20 @@ pub struct Reservation {
 /// Identity, destination and policy never change after commit. A pinned
 /// retry after release (PIN-3) makes a new `reservation` with a fresh fence;
 /// the other three groups stay as they were.
+///
+/// The destination and the policy are shared, never copied: every
+/// assignment of a route, and every route decided from the same records,
+/// holds the same two, so handing out an assignment copies no text. They
+/// serialize as the records themselves.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteAssignment {
     /// Who.
     pub identity: RouteIdentity,
     /// Where.
-    pub destination: RouteDestination,
+    pub destination: Arc<RouteDestination>,
     /// Under which policy.
-    pub policy: PolicySnapshot,
+    pub policy: Arc<PolicySnapshot>,
     /// The current attempt's reservation.
     pub reservation: Reservation,
 }

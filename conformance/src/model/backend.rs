@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::marker::PhantomData;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use connreg::contracts::Operations;
 use connreg::contracts::{ReplicaLifecycle, Routing};
@@ -57,7 +58,7 @@ pub struct Sut<H: Harness> {
     /// Every assignment copy received per action, oldest first.
     copies: BTreeMap<usize, Vec<RouteAssignment>>,
     /// The first destination seen per action: it must never change.
-    destinations: BTreeMap<usize, RouteDestination>,
+    destinations: BTreeMap<usize, Arc<RouteDestination>>,
     /// Every fence ever handed out.
     fences: BTreeSet<FenceToken>,
     /// The last revision seen: it must never go down.
@@ -151,7 +152,7 @@ impl<H: Harness> Sut<H> {
             } => {
                 let mut assignment = self.copies[action][*copy].clone();
                 if *tampered {
-                    assignment.destination.endpoint =
+                    Arc::make_mut(&mut assignment.destination).endpoint =
                         format!("{}/tampered", assignment.destination.endpoint).into();
                 }
                 let result = self.block_on(self.setup.settle(&assignment, *outcome));

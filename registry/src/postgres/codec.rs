@@ -7,6 +7,7 @@
 //! clamped to `i64::MAX` ms, some 292 million years.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use sqlx::Row;
 use sqlx::postgres::PgRow;
@@ -116,7 +117,7 @@ pub(crate) fn route(row: &PgRow) -> Result<RouteRecord> {
                 tenant: id(row, "tenant_id")?,
                 capability: id(row, "capability_id")?,
             },
-            destination: RouteDestination {
+            destination: Arc::new(RouteDestination {
                 binding: id(row, "binding_id")?,
                 instance: id(row, "instance_id")?,
                 version: id(row, "version_id")?,
@@ -126,8 +127,8 @@ pub(crate) fn route(row: &PgRow) -> Result<RouteRecord> {
                 peer_identity: col(row, "peer_identity")?,
                 region: id(row, "region")?,
                 zone: id(row, "zone")?,
-            },
-            policy: PolicySnapshot {
+            }),
+            policy: Arc::new(PolicySnapshot {
                 catalog_revision: Revision(u64_of(
                     "catalog_revision",
                     col(row, "catalog_revision")?,
@@ -138,7 +139,7 @@ pub(crate) fn route(row: &PgRow) -> Result<RouteRecord> {
                 secret_provider: opaque(row, "secret_provider_ref", "secret_provider_revision")?,
                 quota_policy: opaque_opt(row, "quota_policy_ref", "quota_policy_revision")?,
                 capacity_class: id(row, "capacity_class")?,
-            },
+            }),
             reservation: Reservation {
                 fence: FenceToken(u64_of("fence", col(row, "fence")?)?),
                 attempt: u32_of("attempt", col(row, "attempt")?)?,

@@ -3,6 +3,8 @@
 //! compared with that (PIN-1: identity, destination and policy never
 //! change).
 
+use std::sync::Arc;
+
 use connreg::{PolicySnapshot, RouteAssignment, RouteDestination, RouteIdentity};
 
 use super::{Checker, invariant};
@@ -12,8 +14,8 @@ use super::{Checker, invariant};
 #[derive(Debug, Clone)]
 pub(super) struct Truth {
     pub(super) identity: RouteIdentity,
-    pub(super) destination: RouteDestination,
-    pub(super) policy: PolicySnapshot,
+    pub(super) destination: Arc<RouteDestination>,
+    pub(super) policy: Arc<PolicySnapshot>,
     pub(super) created: bool,
 }
 

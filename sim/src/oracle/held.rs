@@ -294,7 +294,7 @@ fn picks(
         .map_err(|e| format!("copying the reference: {e}"))?
         .holding(held.clone());
     Ok(match poll_inline(respond_plainly(fork, request.clone())) {
-        Response::Resolve { result: Ok(r) } => Some(r.assignment.destination.replica),
+        Response::Resolve { result: Ok(r) } => Some(r.assignment.destination.replica.clone()),
         _ => None,
     })
 }

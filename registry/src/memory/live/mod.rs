@@ -64,8 +64,8 @@ struct Slot {
 struct RouteFixed {
     tenant: TenantId,
     capability: CapabilityId,
-    destination: RouteDestination,
-    policy: PolicySnapshot,
+    destination: Arc<RouteDestination>,
+    policy: Arc<PolicySnapshot>,
     /// The admission scopes every reservation of the route takes.
     scopes: BTreeSet<ScopeId>,
     /// The counters of `scopes`, in the same order.

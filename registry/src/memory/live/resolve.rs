@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 use crate::id::{ActionId, CapabilityId, InstanceId, ReplicaId, ScopeId, TenantId};
-use crate::ordering::route_hash_key;
+use crate::ordering::{ROUTE_HASH_LANES, route_hash_keys};
 use crate::records::{
     Binding, FenceToken, PolicySnapshot, ReplicaState, Revision, RouteAssignment, RouteDestination,
     RouteRecord,
@@ -74,11 +74,40 @@ struct Decision {
 type Rank = (u32, bool, bool, u32);
 
 /// The best candidate of a resolve's scan (ROUTE-10).
+#[derive(Clone, Copy)]
 struct Best<'c, 's> {
     rank: Rank,
     replica: &'s ReplicaId,
+    instance: &'c InstanceId,
     binding: &'c Binding,
     slot: SlotRef,
+}
+
+/// Of `batch`'s candidates (all of one rank), the one with the lowest
+/// (route hash, instance, replica) into `lowest` when it is lower than
+/// what `lowest` holds; the first of equal keys is kept.
+fn lowest_of<'c, 's>(
+    action: &ActionId,
+    batch: &[Best<'c, 's>],
+    lowest: &mut Option<(u64, Best<'c, 's>)>,
+) {
+    let Some(first) = batch.first() else {
+        return;
+    };
+    let mut replicas = [first.replica; ROUTE_HASH_LANES];
+    for (r, c) in replicas.iter_mut().zip(batch) {
+        *r = c.replica;
+    }
+    let mut hashes = [0; ROUTE_HASH_LANES];
+    route_hash_keys(action, &replicas[..batch.len()], &mut hashes);
+    for (c, hash) in batch.iter().zip(hashes) {
+        let lower = lowest
+            .as_ref()
+            .is_none_or(|(h, l)| (hash, c.instance, c.replica) < (*h, l.instance, l.replica));
+        if lower {
+            *lowest = Some((hash, *c));
+        }
+    }
 }
 
 impl LiveState {
@@ -324,6 +353,7 @@ impl LiveState {
                 let candidate = Best {
                     rank,
                     replica: &slot.replica.spec.id,
+                    instance: &chain.instance,
                     binding: &chain.binding,
                     slot: SlotRef {
                         group,
@@ -341,31 +371,39 @@ impl LiveState {
             }
         }
         // Then, on a tie, the route hash of each candidate of that rank
-        // only, and the instance and replica after it (ROUTE-10).
+        // only, and the instance and replica after it (ROUTE-10). The
+        // hashes are computed a batch of candidates at a time, side by
+        // side.
         if let Some(b) = best.as_mut().filter(|_| tied) {
-            let action = &request.action;
             let min = b.rank;
-            let mut key: Option<(u64, &InstanceId, &ReplicaId)> = None;
+            let mut batch = [*b; ROUTE_HASH_LANES];
+            let mut n = 0;
+            let mut lowest = None;
             for (chain, group, serving) in open {
                 for (index, slot) in serving.iter().enumerate() {
                     if rank_of(chain, slot) != Some(min) {
                         continue;
                     }
-                    let replica = &slot.replica.spec.id;
-                    let candidate = (route_hash_key(action, replica), &chain.instance, replica);
-                    if key.is_none_or(|k| candidate < k) {
-                        key = Some(candidate);
-                        *b = Best {
-                            rank: min,
-                            replica,
-                            binding: &chain.binding,
-                            slot: SlotRef {
-                                group,
-                                index: index as u32,
-                            },
-                        };
+                    batch[n] = Best {
+                        rank: min,
+                        replica: &slot.replica.spec.id,
+                        instance: &chain.instance,
+                        binding: &chain.binding,
+                        slot: SlotRef {
+                            group,
+                            index: index as u32,
+                        },
+                    };
+                    n += 1;
+                    if n == ROUTE_HASH_LANES {
+                        lowest_of(&request.action, &batch, &mut lowest);
+                        n = 0;
                     }
                 }
+            }
+            lowest_of(&request.action, &batch[..n], &mut lowest);
+            if let Some((_, c)) = lowest {
+                *b = c;
             }
         }
         (best, examined)
@@ -402,7 +440,7 @@ impl LiveState {
         let fixed = Arc::new(RouteFixed {
             tenant: tenant.clone(),
             capability: request.capability.clone(),
-            destination: RouteDestination {
+            destination: Arc::new(RouteDestination {
                 binding: binding.id.clone(),
                 instance: instance.id.clone(),
                 version: version.id.clone(),
@@ -412,8 +450,8 @@ impl LiveState {
                 peer_identity: replica.spec.peer_identity.clone(),
                 region: replica.spec.region.clone(),
                 zone: replica.spec.zone.clone(),
-            },
-            policy: PolicySnapshot {
+            }),
+            policy: Arc::new(PolicySnapshot {
                 catalog_revision: catalog.revision,
                 binding_priority: binding.priority,
                 policy_revision: binding.policy_revision,
@@ -421,7 +459,7 @@ impl LiveState {
                 secret_provider: instance.secret_provider.clone(),
                 quota_policy: binding.quota_policy.clone(),
                 capacity_class: topo.capacity_class.clone(),
-            },
+            }),
             scopes: binding.admission_scopes.clone(),
             counters,
         });
