@@ -83,6 +83,23 @@ struct Best<'c, 's> {
     slot: SlotRef,
 }
 
+impl<'c, 's> Best<'c, 's> {
+    /// The candidate of `rank` in `slot`, the `index`th replica of
+    /// `group`, through `chain`.
+    fn at(rank: Rank, chain: &'c PlannedChain, group: u32, index: usize, slot: &'s Slot) -> Self {
+        Best {
+            rank,
+            replica: &slot.replica.spec.id,
+            instance: &chain.instance,
+            binding: &chain.binding,
+            slot: SlotRef {
+                group,
+                index: index as u32,
+            },
+        }
+    }
+}
+
 /// Of `batch`'s candidates (all of one rank), the one with the lowest
 /// (route hash, instance, replica) into `lowest` when it is lower than
 /// what `lowest` holds; the first of equal keys is kept.
@@ -350,16 +367,7 @@ impl LiveState {
                 let Some(rank) = rank_of(chain, slot) else {
                     continue;
                 };
-                let candidate = Best {
-                    rank,
-                    replica: &slot.replica.spec.id,
-                    instance: &chain.instance,
-                    binding: &chain.binding,
-                    slot: SlotRef {
-                        group,
-                        index: index as u32,
-                    },
-                };
+                let candidate = Best::at(rank, chain, group, index, slot);
                 match &best {
                     Some(b) if rank > b.rank => {}
                     Some(b) if rank == b.rank => tied = true,
@@ -384,16 +392,7 @@ impl LiveState {
                     if rank_of(chain, slot) != Some(min) {
                         continue;
                     }
-                    batch[n] = Best {
-                        rank: min,
-                        replica: &slot.replica.spec.id,
-                        instance: &chain.instance,
-                        binding: &chain.binding,
-                        slot: SlotRef {
-                            group,
-                            index: index as u32,
-                        },
-                    };
+                    batch[n] = Best::at(min, chain, group, index, slot);
                     n += 1;
                     if n == ROUTE_HASH_LANES {
                         lowest_of(&request.action, &batch, &mut lowest);
