@@ -9,7 +9,8 @@ use std::time::Instant;
 use connreg::contracts::{CatalogRead, ReplicaLifecycle};
 use connreg::limits::LEASE_TTL_MS_MAX;
 use connreg::{CatalogQuery, HeartbeatParams, Reader};
-use connreg_benches::memory_fleet::MemoryBench;
+use connreg_benches::guard;
+use connreg_benches::memory_fleet::{FLAT_ROUNDS, MemoryBench, flat_side_by_side};
 use criterion::{BenchmarkId, Criterion};
 
 use crate::common::{FLEET_REPLICAS, batched, record};
@@ -111,4 +112,20 @@ pub(crate) fn memory_benches(c: &mut Criterion) {
         });
     }
     group.finish();
+}
+
+/// `memory_flat_100k_vs_1k`: the median of [`FLAT_ROUNDS`] ratios of a
+/// new-route resolve on the largest fleet ÷ on the smallest, measured side
+/// by side ([`flat_side_by_side`]), with every round's ratio on stderr.
+pub(crate) fn memory_flat_side_by_side() -> f64 {
+    let (small, large) = (FLEET_REPLICAS[0], FLEET_REPLICAS[FLEET_REPLICAS.len() - 1]);
+    eprintln!("targets: in-memory fleets of {small} and {large} replicas side by side");
+    let mut ratios = flat_side_by_side(
+        &mut MemoryBench::new(small),
+        &mut MemoryBench::new(large),
+        FLAT_ROUNDS,
+    );
+    let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+    eprintln!("targets: {large} ÷ {small} by round: {}", shown.join(" "));
+    guard::median(&mut ratios)
 }

@@ -102,17 +102,6 @@ impl Reference {
     }
 }
 
-/// Times `n` new-route resolves and their settlements on `bench`:
-/// nanoseconds per resolve and per settlement.
-fn resolve_and_settle(bench: &mut MemoryBench, n: u32) -> (f64, f64) {
-    bench.room_for(u64::from(n));
-    let requests = (0..n).map(|_| bench.new_request()).collect();
-    let (resolved, held) = bench.resolve(requests);
-    let settled = bench.settle(held);
-    let per = |d: Duration| d.as_nanos() as f64 / f64::from(n);
-    (per(resolved), per(settled))
-}
-
 fn bad(reason: String) -> ExitCode {
     eprintln!("connreg-bench-guard: error: {reason}");
     ExitCode::from(2)
@@ -151,12 +140,12 @@ fn main() -> ExitCode {
     let mut large = MemoryBench::new(cli.large);
     let mut reference = Reference::new();
     // Warm both fleets' caches and the allocator once, unmeasured.
-    resolve_and_settle(&mut small, cli.batch.min(1_000));
-    resolve_and_settle(&mut large, cli.batch.min(1_000));
+    small.resolve_and_settle(cli.batch.min(1_000));
+    large.resolve_and_settle(cli.batch.min(1_000));
     let mut figures: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for _ in 0..cli.rounds {
-        let (resolve_small, settle_small) = resolve_and_settle(&mut small, cli.batch);
-        let (resolve_large, _) = resolve_and_settle(&mut large, cli.batch);
+        let (resolve_small, settle_small) = small.resolve_and_settle(cli.batch);
+        let (resolve_large, _) = large.resolve_and_settle(cli.batch);
         let n = cli.batch * REFERENCE_PER_RESOLVE;
         let reference_ns = reference.time(n).as_nanos() as f64 / f64::from(n);
         let mut put = |name, v: f64| figures.entry(name).or_default().push(v);
