@@ -123,11 +123,20 @@ impl PoolOptions {
         }
     }
 
-    /// Parses a `postgres://` URL into connect options.
+    /// Parses a `postgres://` (or `postgresql://`) URL into connect
+    /// options; a URL of another scheme is refused, which the parser
+    /// alone would read as PostgreSQL's.
     pub fn parse_url(url: &str) -> Result<PgConnectOptions, StartError> {
-        PgConnectOptions::from_str(url).map_err(|e| StartError::Options {
-            reason: format!("unreadable connection url: {e}"),
-        })
+        let unreadable = |reason: String| StartError::Options {
+            reason: format!("unreadable connection url: {reason}"),
+        };
+        let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        if !matches!(scheme.as_deref(), Some("postgres" | "postgresql")) {
+            return Err(unreadable(
+                "it must begin with postgres:// or postgresql://".into(),
+            ));
+        }
+        PgConnectOptions::from_str(url).map_err(|e| unreadable(e.to_string()))
     }
 
     /// The role this pool logs in as.
@@ -271,5 +280,150 @@ impl PgOptions {
             data: PoolOptions::data(PoolOptions::parse_url(data_url)?),
             single_role_development: false,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data() -> PoolOptions {
+        let connect = PoolOptions::parse_url("postgres://connreg_data@db.example:5433/fleet")
+            .expect("a readable url");
+        PoolOptions::data(connect)
+    }
+
+    fn refused(options: &PoolOptions) -> String {
+        match options.validate("data") {
+            Err(StartError::Options { reason }) => reason,
+            other => panic!("{options:?} was not refused as options: {other:?}"),
+        }
+    }
+
+    // spec: AUTH-1
+    #[test]
+    fn a_url_names_the_server_database_and_role_of_a_pool() {
+        let options = data();
+        let long = PoolOptions::parse_url("PostgreSQL://u@h/d").expect("either scheme, any case");
+        assert_eq!((long.get_host(), long.get_username()), ("h", "u"));
+        assert_eq!(options.connect.get_host(), "db.example");
+        assert_eq!(options.connect.get_port(), 5433);
+        assert_eq!(options.connect.get_database(), Some("fleet"));
+        assert_eq!(options.role(), "connreg_data");
+
+        let both = PgOptions::from_urls(
+            "postgres://connreg_control@db.example/fleet",
+            "postgres://connreg_data@db.example/fleet",
+        )
+        .expect("two readable urls");
+        assert_eq!(
+            (both.control.role(), both.data.role()),
+            ("connreg_control", "connreg_data")
+        );
+        assert_eq!(both.control.application_name, "connreg-control");
+        assert_eq!(both.data.application_name, "connreg-data");
+        assert!(!both.single_role_development);
+        let one = PgOptions::single_role_development("postgres://dev@localhost/dev")
+            .expect("a readable url");
+        assert!(one.single_role_development);
+        assert_eq!((one.control.role(), one.data.role()), ("dev", "dev"));
+    }
+
+    #[test]
+    fn an_unreadable_url_is_refused_with_the_reason() {
+        for url in [
+            "postgres://db.example:not-a-port/fleet",
+            "mysql://db.example/fleet",
+            "db.example/fleet",
+            "",
+        ] {
+            match PoolOptions::parse_url(url) {
+                Err(StartError::Options { reason }) => {
+                    assert!(reason.starts_with("unreadable connection url"), "{reason}");
+                }
+                Err(other) => panic!("{url}: {other}"),
+                Ok(o) => panic!("{url} was read as {:?}", o.get_host()),
+            }
+            assert!(PgOptions::from_urls(url, "postgres://d@h/db").is_err());
+            assert!(PgOptions::from_urls("postgres://c@h/db", url).is_err());
+            assert!(PgOptions::single_role_development(url).is_err());
+        }
+    }
+
+    #[test]
+    fn the_debug_form_names_the_server_and_role_never_the_password() {
+        let mut options = data();
+        options.connect = options.connect.password("s3cret-pass");
+        let shown = format!("{options:?}");
+        for part in [
+            "db.example",
+            "5433",
+            "fleet",
+            "connreg_data",
+            "connreg-data",
+        ] {
+            assert!(shown.contains(part), "{part} missing from {shown}");
+        }
+        assert!(!shown.contains("s3cret-pass"), "{shown}");
+    }
+
+    #[test]
+    fn a_pool_outside_its_bounds_is_refused_and_its_bounds_are_accepted() {
+        let defaults = [data(), PoolOptions::control(data().connect)];
+        for options in &defaults {
+            assert!(options.validate("data").is_ok(), "{options:?}");
+        }
+        let mut edge = data();
+        edge.min_connections = edge.max_connections;
+        edge.max_connections = 1;
+        edge.min_connections = 1;
+        edge.acquire_timeout_ms = 1;
+        edge.statement_timeout_ms = 1;
+        edge.call_deadline_ms = CALL_DEADLINE_MS_MAX;
+        edge.application_name = "a".repeat(63);
+        assert!(edge.validate("data").is_ok(), "{edge:?}");
+        edge.call_deadline_ms = 1;
+        edge.application_name = "a".into();
+        assert!(edge.validate("data").is_ok(), "{edge:?}");
+
+        type Change = fn(&mut PoolOptions);
+        let cases: [(Change, &str); 8] = [
+            (
+                |o| o.max_connections = 0,
+                "max_connections must be at least 1",
+            ),
+            (
+                |o| o.min_connections = o.max_connections + 1,
+                "min_connections exceeds max_connections",
+            ),
+            (
+                |o| o.acquire_timeout_ms = 0,
+                "timeouts must be at least 1 ms",
+            ),
+            (
+                |o| o.statement_timeout_ms = 0,
+                "timeouts must be at least 1 ms",
+            ),
+            (|o| o.call_deadline_ms = 0, "call_deadline_ms must be 1 to"),
+            (
+                |o| o.call_deadline_ms = CALL_DEADLINE_MS_MAX + 1,
+                "call_deadline_ms must be 1 to",
+            ),
+            (
+                |o| o.application_name.clear(),
+                "application_name must be 1 to 63 bytes",
+            ),
+            (
+                |o| o.application_name = "a".repeat(64),
+                "application_name must be 1 to 63 bytes",
+            ),
+        ];
+        for (change, expected) in cases {
+            let mut options = data();
+            change(&mut options);
+            let reason = refused(&options);
+            assert!(reason.starts_with("data pool: "), "{reason}");
+            assert!(reason.contains(expected), "{reason} should say {expected}");
+        }
     }
 }
