@@ -68,9 +68,11 @@
 //!   kept pending ([`UNKNOWN_CALLS_MAX`]). A later answer that disagrees is
 //!   tried again (at its place, a read at its snapshot's, an answer
 //!   searched within its step after the step's last commit) with the
-//!   pending calls taken as committed just before it, each alone and
-//!   then all of them (the fewest first: a retry's answer tells of its
-//!   own call only); the first that agrees is kept, the others stay
+//!   pending calls taken as committed just before it: with at most
+//!   [`UNKNOWN_SUBSETS_CALLS_MAX`] pending, every combination, the
+//!   fewest first (a retry's answer tells of its own call only, a
+//!   maintenance batch or a capacity answer of several); with more, each
+//!   alone and then all of them. The first that agrees is kept, the others stay
 //!   pending (`unknown_committed`); a kept choice that a later answer
 //!   refutes is revised (`backtrack`). Pending calls are taken as never committed once
 //!   [`UNKNOWN_HORIZON_ANSWERS`] answers agreed after the last of them; a
@@ -313,6 +315,11 @@ fn comparable(r: &Response) -> Value {
 /// Most writing calls answered `unavailable` the oracle keeps pending
 /// until a later answer decides whether they committed.
 pub const UNKNOWN_CALLS_MAX: usize = 64;
+
+/// Most pending calls whose every combination the oracle tries against
+/// an answer that disagrees (2^6 - 1 = 63 replays of them at most); with
+/// more pending, each alone and then all of them.
+pub const UNKNOWN_SUBSETS_CALLS_MAX: usize = 6;
 
 /// Answers that agree after the last `unavailable` one before the pending
 /// calls are taken as never committed: a commit whose reply was lost

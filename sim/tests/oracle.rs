@@ -3,91 +3,9 @@
 //! in-memory backend (its own reference), and names the line of an answer
 //! edited to one the reference does not give.
 
-use std::io::BufRead;
+mod oracle_common;
 
-use connreg_sim::fleet::FleetPlan;
-use connreg_sim::oracle::{OracleReport, check_lines};
-use connreg_sim::{RunOptions, Scenario, TraceTarget, run};
-
-fn scenario(file: &str) -> Scenario {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(file);
-    Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// A clean in-memory trace of `file` at `seed`, as lines.
-fn trace(file: &str, seed: u64) -> Vec<String> {
-    let opts = RunOptions {
-        seed,
-        trace: TraceTarget::Memory,
-        ..RunOptions::default()
-    };
-    let mut report = run(&scenario(file), &opts).unwrap_or_else(|e| panic!("{e}"));
-    assert!(report.ok(), "{file} seed {seed}: {:#?}", report.violations);
-    let bytes = report.trace.take().unwrap();
-    std::io::BufReader::new(&bytes[..])
-        .lines()
-        .map(Result::unwrap)
-        .collect()
-}
-
-fn oracle(file: &str, lines: &[String]) -> Result<OracleReport, String> {
-    let config = FleetPlan::of(&scenario(file)).unwrap().config;
-    check_lines(lines.iter().cloned().map(Ok), config)
-}
-
-/// The 1-based line of the first reply whose JSON satisfies `pick`.
-fn first_reply(lines: &[String], pick: impl Fn(&serde_json::Value) -> bool) -> usize {
-    lines
-        .iter()
-        .position(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["ev"] == "reply" && pick(&v)
-        })
-        .expect("no such reply")
-        + 1
-}
-
-/// Asserts that the oracle names the answer on line `at` (1-based) of
-/// `lines` as the first divergence; `what` says which edit it was.
-fn diverges_at(file: &str, lines: &[String], at: usize, what: &str) {
-    let d = oracle(file, lines)
-        .unwrap()
-        .divergence
-        .unwrap_or_else(|| panic!("{what}: agreed"));
-    assert_eq!(d.line, at as u64, "{what}: {:?}", d.lines());
-}
-
-/// A recorded trace kept in `tests/traces/`, by line.
-fn recorded(name: &str) -> Vec<String> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/traces")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
-    text.lines().map(str::to_string).collect()
-}
-
-/// The oracle's report on `lines`, which it must agree with.
-fn agrees(file: &str, lines: &[String]) -> OracleReport {
-    let report = oracle(file, lines).unwrap();
-    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
-    report
-}
-
-fn parse(line: &str) -> serde_json::Value {
-    serde_json::from_str(line).unwrap()
-}
-
-/// The reply on `line` as its caller sees it when the connection is lost
-/// before the answer arrives: `unavailable`, with no commit position. The
-/// position it carried is returned beside it.
-fn answered_unavailable(line: &str) -> (serde_json::Value, Option<serde_json::Value>) {
-    let mut reply = parse(line);
-    reply["resp"]["result"] = serde_json::json!({"Err": {"kind": "unavailable", "message": "connection to the store lost"}});
-    let commit = reply.as_object_mut().unwrap().remove("commit");
-    (reply, commit)
-}
+use oracle_common::*;
 
 #[test]
 fn the_oracle_agrees_with_clean_in_memory_traces() {
@@ -156,58 +74,6 @@ fn a_trace_not_in_commit_order_is_refused() {
         .replace(r#""commit_ordered":true"#, r#""commit_ordered":false"#);
     let e = oracle(file, &lines).unwrap_err();
     assert!(e.contains("commit-ordered"), "{e}");
-}
-
-/// `lines` as a concurrent backend would write them: not deterministic,
-/// and every reply with its commit position (its place in the trace).
-fn as_concurrent(lines: &[String]) -> Vec<String> {
-    let mut commit = 0u64;
-    lines
-        .iter()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            if v["ev"] == "start" {
-                v["deterministic"] = false.into();
-            } else if v["ev"] == "reply" {
-                commit += 1;
-                v["commit"] = commit.into();
-            }
-            v.to_string()
-        })
-        .collect()
-}
-
-/// `lines` with the answer of line `at` (1-based) replaced by `answer`
-/// and moved, with its request, beside the answer at index `beside`, at
-/// that answer's time: one step.
-fn moved_beside(
-    lines: &[String],
-    at: usize,
-    mut answer: serde_json::Value,
-    beside: usize,
-) -> Vec<String> {
-    let parse = |i: usize| -> serde_json::Value { serde_json::from_str(&lines[i]).unwrap() };
-    let t = parse(beside)["t"].clone();
-    let id = answer["id"].clone();
-    let request = (0..at - 1)
-        .find(|&i| {
-            let v = parse(i);
-            v["ev"] == "rpc" && v["id"] == id
-        })
-        .expect("the answer's request");
-    answer["t"] = t.clone();
-    let mut out = lines.to_vec();
-    out.remove(at - 1);
-    if request > beside {
-        let mut moved = parse(request);
-        moved["t"] = t;
-        out.remove(request);
-        out.insert(beside + 1, answer.to_string());
-        out.insert(beside + 1, moved.to_string());
-    } else {
-        out.insert(beside + 1, answer.to_string());
-    }
-    out
 }
 
 #[test]
@@ -437,37 +303,6 @@ fn a_lock_free_existing_answer_is_placed_by_the_snapshot_it_read() {
 }
 
 #[test]
-fn a_settlement_answered_unavailable_that_committed_is_found_by_a_later_answer() {
-    // spec: SIM-4, SETTLE-4
-    // A lost connection after the COMMIT of a settlement: its caller saw
-    // `unavailable`, the store released the route. The next settlement of
-    // the action answers `released: false`, which the reference gives only
-    // with the first one committed.
-    let file = "0035_shared_action_cancelled.toml";
-    let clean = as_concurrent(&trace(file, 1));
-    let release = first_reply(&clean, |v| {
-        v["resp"]["op"] == "settle" && v["resp"]["result"]["Ok"]["released"] == true
-    });
-    let action = parse(&clean[release - 1])["released"][0]["action"].clone();
-    let again = first_reply(&clean, |v| {
-        v["resp"]["op"] == "settle" && v["resp"]["result"]["Ok"]["released"] == false
-    });
-    assert!(again > release);
-    let mut lines = clean.clone();
-    let (mut lost, _) = answered_unavailable(&lines[release - 1]);
-    lost.as_object_mut().unwrap().remove("released");
-    lines[release - 1] = lost.to_string();
-    let report = oracle(file, &lines).unwrap();
-    assert!(
-        report.ok(),
-        "{action}: {:?}",
-        report.divergence.map(|d| d.lines())
-    );
-    assert_eq!(report.unknown, 1);
-    assert_eq!(report.unknown_committed, 1);
-}
-
-#[test]
 fn a_read_of_what_a_retried_call_committed_agrees_beside_it() {
     // spec: SIM-4, LOCK-5, PIN-3
     // A re-reservation whose COMMIT reply was lost: the backend retries it
@@ -630,85 +465,6 @@ fn a_retried_resolve_whose_first_attempt_ranked_before_its_step_agrees() {
 }
 
 #[test]
-fn of_two_unavailable_settlements_only_the_one_a_later_answer_needs_is_taken_as_committed() {
-    // spec: SIM-4, SETTLE-4
-    // Two settlements answered `unavailable`: the first committed (its
-    // caller's retry answers `released: false`), the second did not (its
-    // retry, after that, releases). The retry of the first is explained
-    // by the first alone; the second stays pending and its own retry
-    // agrees with it never committed.
-    let file = "0035_shared_action_cancelled.toml";
-    let plain = trace(file, 1);
-    let settled = |v: &serde_json::Value, released: bool| {
-        v["resp"]["op"] == "settle" && v["resp"]["result"]["Ok"]["released"] == released
-    };
-    // A release whose action is settled again (`released: false`).
-    let replies: Vec<(usize, serde_json::Value)> = (plain.iter().map(|l| parse(l)))
-        .enumerate()
-        .filter(|(_, v)| v["ev"] == "reply")
-        .collect();
-    let (first, again, action) = (replies.iter())
-        .filter(|(_, v)| settled(v, true))
-        .find_map(|(i, v)| {
-            let action = v["released"][0]["action"].clone();
-            let (j, _) = (replies.iter()).find(|(j, w)| {
-                j > i && settled(w, false) && w["id"].as_u64() > v["id"].as_u64() && {
-                    let id = w["id"].as_u64();
-                    (plain.iter().map(|l| parse(l))).any(|r| {
-                        r["ev"] == "rpc"
-                            && r["id"].as_u64() == id
-                            && r["req"]["params"]["assignment"]["identity"]["action"] == action
-                    })
-                }
-            })?;
-            Some((i + 1, j + 1, action))
-        })
-        .expect("a release settled again");
-    // Another action's release before the retry.
-    let second = (0..again - 1)
-        .rev()
-        .find(|&i| {
-            let v = parse(&plain[i]);
-            i + 1 != first
-                && v["ev"] == "reply"
-                && settled(&v, true)
-                && v["released"][0]["action"] != action
-        })
-        .expect("another release before")
-        + 1;
-    let mut lines = plain.clone();
-    let retry = parse(&plain[second - 1]);
-    let id = retry["id"].as_u64().unwrap();
-    let mut asked = (plain.iter().map(|l| parse(l)))
-        .find(|v| v["ev"] == "rpc" && v["id"] == id)
-        .unwrap();
-    let fresh = 1
-        + (plain.iter().filter_map(|l| parse(l)["id"].as_u64()))
-            .max()
-            .unwrap();
-    let (mut retry, mut asked) = (retry.clone(), {
-        asked["id"] = fresh.into();
-        asked
-    });
-    retry["id"] = fresh.into();
-    let t = parse(&plain[again - 1])["t"].clone();
-    let clock = parse(&plain[again - 1])["clock"].clone();
-    asked["t"] = t.clone();
-    retry["t"] = t;
-    retry["clock"] = clock;
-    lines.insert(again, retry.to_string());
-    lines.insert(again, asked.to_string());
-    for at in [first, second] {
-        let (mut lost, _) = answered_unavailable(&lines[at - 1]);
-        lost.as_object_mut().unwrap().remove("released");
-        lines[at - 1] = lost.to_string();
-    }
-    let report = oracle(file, &as_concurrent(&lines)).unwrap();
-    assert!(report.ok(), "{:?}", report.divergence.map(|d| d.lines()));
-    assert_eq!((report.unknown, report.unknown_committed), (2, 1));
-}
-
-#[test]
 fn a_retried_read_is_taken_before_a_duplicate_that_found_its_lost_commit() {
     // spec: SIM-4, ROUTE-3
     // Recorded on PostgreSQL (0019 seed 39, answers to replicas and the
@@ -732,78 +488,4 @@ fn a_retried_read_is_taken_before_a_duplicate_that_found_its_lost_commit() {
     v.as_object_mut().unwrap().remove("retried");
     unretried[retried - 1] = v.to_string();
     diverges_at(file, &unretried, duplicate, "unretried");
-}
-
-#[test]
-fn answers_of_a_step_are_compared_again_once_an_unavailable_call_is_taken_as_committed() {
-    // spec: SIM-4, CAT-1, ROUTE-5
-    // Recorded on PostgreSQL (0029 swarm seed 10, answers to replicas and
-    // the store's snapshots left out): a publication disabling the
-    // tenant's only binding committed and lost its COMMIT reply (answered
-    // `unavailable` at 78 ms). At 92 ms two copies of one resolve are
-    // refused with `no_eligible_binding`, in one step with no commit. The
-    // first refusal is explained by taking the publication as committed;
-    // the second must then be compared with the reference that holds it.
-    let file = "0029_late_created_after_refusal.toml";
-    let lines = recorded("unavailable_publication_explains_two_refusals.jsonl");
-    let report = agrees(file, &lines);
-    assert_eq!(report.unknown_committed, 1);
-    // Without the publication nothing explains the refusals; and the
-    // second is compared, not waved through once the first agreed.
-    let publication = first_reply(&lines, |v| {
-        v["resp"]["op"] == "publish" && v.get("commit").is_none()
-    });
-    let id = parse(&lines[publication - 1])["id"].clone();
-    let never_sent: Vec<String> = (lines.iter())
-        .filter(|l| parse(l)["id"] != id)
-        .cloned()
-        .collect();
-    let refused = |lines: &[String], nth: usize| {
-        (lines.iter().enumerate())
-            .filter(|(_, l)| {
-                let v = parse(l);
-                v["t"] == 92 && v["resp"]["result"]["Err"]["kind"] == "no_eligible_binding"
-            })
-            .nth(nth)
-            .map(|(i, _)| i + 1)
-            .expect("two refusals at 92 ms")
-    };
-    diverges_at(file, &never_sent, refused(&never_sent, 0), "never sent");
-    let second = refused(&lines, 1);
-    let mut capacity = lines.clone();
-    capacity[second - 1] = {
-        let mut v = parse(&lines[second - 1]);
-        v["resp"]["result"]["Err"]["kind"] = "no_capacity".into();
-        v.to_string()
-    };
-    diverges_at(file, &capacity, second, "second refusal edited");
-}
-
-#[test]
-fn a_choice_among_unavailable_calls_that_a_later_answer_refutes_is_revised() {
-    // spec: SIM-4, SETTLE-4
-    // Recorded on PostgreSQL (0014 swarm seed 122, trimmed): during a
-    // failover two settlements are answered `unavailable` at 150 ms, one
-    // releasing pool-6 (call 117), one dispatcher-1.1-12 (call 118). At
-    // 154 ms a resolve takes the tenant's scope, which only one of them
-    // could have freed: either explains it. The retries tell which: pool-6's
-    // releases again (`released: true`, 117 never committed) and the
-    // other's finds it released (118 did). Taking 117, the first that
-    // agrees, made pool-6's retry diverge; the choice is revised.
-    let file = "0014_db_cut_mid_transaction.toml";
-    let lines = recorded("two_unavailable_settlements_either_frees_the_scope.jsonl");
-    let report = agrees(file, &lines);
-    assert_eq!(report.unknown_committed, 1);
-    assert_eq!(report.revised, 1);
-    // With both retries releasing, neither can have freed the scope: no
-    // choice holds, and the divergence reported is the furthest reached.
-    let last = lines.len();
-    let mut neither = lines.clone();
-    neither[last - 1] = {
-        let mut v = parse(&lines[last - 1]);
-        assert_eq!(v["resp"]["result"]["Ok"]["released"], false);
-        v["resp"]["result"]["Ok"]["released"] = true.into();
-        v.to_string()
-    };
-    diverges_at(file, &neither, last, "neither committed");
 }

@@ -3,11 +3,41 @@
 
 use connreg::{MemoryRegistry, Timestamp};
 
-use super::{Answer, Oracle, UNKNOWN_CALLS_MAX, UNKNOWN_HORIZON_ANSWERS, comparable};
+use super::{
+    Answer, Oracle, UNKNOWN_CALLS_MAX, UNKNOWN_HORIZON_ANSWERS, UNKNOWN_SUBSETS_CALLS_MAX,
+    comparable,
+};
 
-/// The choice that takes every pending call as committed (the others are
-/// keyed by their call's ID).
+/// The choice that takes every pending call as committed. A choice of one
+/// call is keyed by that call's ID, one of several but not all by
+/// [`SOME_OF_THEM`] with the bits of their places among the pending calls.
 const ALL_OF_THEM: u64 = u64::MAX;
+
+/// The mark of a key of a choice of several pending calls, not all (call
+/// IDs stay below it).
+const SOME_OF_THEM: u64 = 1 << 62;
+
+/// The choices among `n` pending calls (keyed as [`ALL_OF_THEM`] says),
+/// the fewest calls first: every combination when `n` is at most
+/// [`UNKNOWN_SUBSETS_CALLS_MAX`], else each alone and then all.
+fn choices(ids: &[u64]) -> Vec<(u64, Vec<usize>)> {
+    let n = ids.len();
+    let mut choices: Vec<(u64, Vec<usize>)> = (0..n).map(|i| (ids[i], vec![i])).collect();
+    if n <= UNKNOWN_SUBSETS_CALLS_MAX {
+        for size in 2..n {
+            for mask in 1u64..(1 << n) {
+                if mask.count_ones() as usize == size {
+                    let chosen = (0..n).filter(|i| mask & (1 << i) != 0).collect();
+                    choices.push((SOME_OF_THEM | mask, chosen));
+                }
+            }
+        }
+    }
+    if n > 1 {
+        choices.push((ALL_OF_THEM, (0..n).collect()));
+    }
+    choices
+}
 use crate::backend::{poll_inline, respond_plainly};
 use crate::wire::Request;
 
@@ -36,8 +66,8 @@ impl Oracle {
 
     /// The reference holding `a` (an answer it disagreed with) and the
     /// pending calls that make it agree, taken as committed just before
-    /// `a` on a copy of `before` (the reference before `a`): each alone
-    /// first, else all of them. The fewest first: a caller retries its own
+    /// `a` on a copy of `before` (the reference before `a`): the
+    /// [`choices`], the fewest calls first. The fewest first: a caller retries its own
     /// call, and the retry's answer tells of that call only; a call not
     /// taken stays pending for a later answer to decide. A choice taken
     /// while others remain untried may be revised (`backtrack`); one
@@ -49,12 +79,8 @@ impl Oracle {
         request: &Request,
         before: &MemoryRegistry,
     ) -> Option<MemoryRegistry> {
-        let n = self.unknown_calls.len();
-        let mut choices: Vec<(u64, Vec<usize>)> =
-            (0..n).map(|i| (self.unknown_calls[i].0, vec![i])).collect();
-        if n > 1 {
-            choices.push((ALL_OF_THEM, (0..n).collect()));
-        }
+        let ids: Vec<u64> = self.unknown_calls.iter().map(|c| c.0).collect();
+        let mut choices = choices(&ids);
         if let Some(excluded) = self.excluded.get(&a.line) {
             choices.retain(|(key, _)| !excluded.contains(key));
         }
@@ -108,5 +134,37 @@ impl Oracle {
             }
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_combination_of_a_few_pending_calls_is_a_choice_the_fewest_first() {
+        let three = choices(&[7, 8, 9]);
+        let sets: Vec<&[usize]> = three.iter().map(|(_, c)| c.as_slice()).collect();
+        let expected: [&[usize]; 7] = [&[0], &[1], &[2], &[0, 1], &[0, 2], &[1, 2], &[0, 1, 2]];
+        assert_eq!(sets, expected);
+        let keys: Vec<u64> = three.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys[..3], [7, 8, 9]);
+        assert_eq!(keys[6], ALL_OF_THEM);
+        let mut distinct = keys.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), keys.len());
+        let ids: Vec<u64> = (0..UNKNOWN_SUBSETS_CALLS_MAX as u64).collect();
+        assert_eq!(choices(&ids).len(), (1 << ids.len()) - 1);
+        assert!(
+            choices(&ids)
+                .windows(2)
+                .all(|w| w[0].1.len() <= w[1].1.len())
+        );
+        // Past the bound: each alone, then all.
+        let many: Vec<u64> = (0..=UNKNOWN_SUBSETS_CALLS_MAX as u64).collect();
+        assert_eq!(choices(&many).len(), many.len() + 1);
+        assert_eq!(choices(&[4]), vec![(4, vec![0])]);
+        assert!(choices(&[]).is_empty());
     }
 }
