@@ -301,3 +301,48 @@ fn a_batch_that_needs_two_of_three_unavailable_settlements_committed_agrees() {
         "a batch that expired nothing but released",
     );
 }
+
+#[test]
+fn a_retried_resolve_that_found_its_lost_commit_after_an_unavailable_publication_agrees() {
+    // spec: SIM-4, ROUTE-3, CAT-2
+    // Two faults in a row on PostgreSQL: a publication answered
+    // `unavailable` that committed, then a resolve
+    // whose COMMIT reply was lost, retried by the backend, which found
+    // the route its first attempt made under the new catalog revision
+    // (`existing`, `retried`). Only with the publication taken as
+    // committed does the reference decide at that revision, and the
+    // answer agrees as the retry it says it was.
+    let file = "0008_binding_disabled_mid_run.toml";
+    let clean = as_concurrent(&trace(file, 1));
+    let publication = first_reply(&clean, |v| v["resp"]["op"] == "publish");
+    let revision = parse(&clean[publication - 1])["resp"]["result"]["Ok"].clone();
+    let created = first_reply(&clean, |v| {
+        let ok = &v["resp"]["result"]["Ok"];
+        ok["kind"] == "created" && ok["assignment"]["policy"]["catalog_revision"] == revision
+    });
+    assert!(created > publication);
+    let mut lines = clean.clone();
+    let (lost, _) = answered_unavailable(&lines[publication - 1]);
+    lines[publication - 1] = lost.to_string();
+    let mut retry = parse(&lines[created - 1]);
+    retry["resp"]["result"]["Ok"]["kind"] = "existing".into();
+    retry["retried"] = true.into();
+    // Read lock-free: no commit of its own, the snapshot's place instead,
+    // which shows the first attempt's commit (lost with its reply).
+    let first_attempt = retry.as_object_mut().unwrap().remove("commit").unwrap();
+    retry["read_at"] = first_attempt;
+    retry["read_unseen"] = serde_json::json!([]);
+    lines[created - 1] = retry.to_string();
+    let report = agrees(file, &lines);
+    assert_eq!(
+        (report.unknown, report.unknown_committed, report.retried),
+        (1, 1, 1)
+    );
+    // Not retried, the same `existing` is a divergence.
+    let mut never = lines.clone();
+    let mut v = parse(&never[created - 1]);
+    v.as_object_mut().unwrap().remove("retried");
+    never[created - 1] = v.to_string();
+    let d = oracle(file, &never).unwrap().divergence.expect("diverges");
+    assert_eq!(d.line, created as u64, "{:?}", d.lines());
+}
