@@ -511,3 +511,64 @@ pub(crate) async fn install_plant(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roles(control: &str, data: &str) -> Roles {
+        Roles {
+            control: control.into(),
+            data: data.into(),
+            control_password: Some("control-secret".into()),
+            data_password: Some("data-secret".into()),
+        }
+    }
+
+    // spec: AUTH-1, AUTH-6
+    #[test]
+    fn role_names_within_their_bounds_are_accepted_and_others_refused() {
+        let longest_control = "c".repeat(ROLE_NAME_BYTES_MAX - PROTOCOL_OWNER_SUFFIX.len());
+        let longest_data = "d".repeat(ROLE_NAME_BYTES_MAX);
+        for ok in [
+            roles("connreg_control", "connreg_data"),
+            roles(&longest_control, &longest_data),
+            roles("c", "d"),
+        ] {
+            assert!(ok.validate().is_ok(), "{ok:?}");
+            assert_eq!(ok.protocol_owner(), format!("{}_protocol", ok.control));
+            assert!(ok.protocol_owner().len() <= ROLE_NAME_BYTES_MAX);
+        }
+        let too_long = format!("{longest_control}x");
+        for (bad, expected) in [
+            (roles("", "data"), "role names must be 1 to 63 bytes"),
+            (roles("control", ""), "role names must be 1 to 63 bytes"),
+            (
+                roles("control", &format!("{longest_data}d")),
+                "role names must be 1 to 63 bytes",
+            ),
+            (
+                roles(&too_long, "data"),
+                "the control role's name must be at most 54 bytes",
+            ),
+            (
+                roles("same", "same"),
+                "the control and data roles must differ",
+            ),
+        ] {
+            match bad.validate() {
+                Err(StartError::Options { reason }) => {
+                    assert!(reason.starts_with(expected), "{bad:?}: {reason}");
+                }
+                other => panic!("{bad:?} was not refused as options: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_debug_form_of_roles_names_them_never_their_passwords() {
+        let shown = format!("{:?}", roles("connreg_control", "connreg_data"));
+        assert!(shown.contains("connreg_control") && shown.contains("connreg_data"));
+        assert!(!shown.contains("secret"), "{shown}");
+    }
+}
