@@ -399,7 +399,7 @@ fn oracle(path: &std::path::Path, scenario: Option<&str>) -> u8 {
         Err(e) => return bad(e),
     };
     say!(
-        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} lock-free reads placed by their snapshot ({} of them earlier in their step), {} found by a retry after a lost commit, {} maintenance `more` read before a renewal, {} `unavailable` skipped ({} found committed by a later answer, {} such choices revised), {} fences renamed: {}",
+        "connreg-sim oracle: {} answers replayed in commit order, {} placed within their step, {} lock-free reads placed by their snapshot ({} of them earlier in their step), {} found by a retry after a lost commit, {} maintenance `more` read before a renewal, {} `unavailable` skipped ({} found committed by a later answer, {} of them where answered, {} such choices revised), {} fences renamed: {}",
         report.ordered,
         report.placed,
         report.positioned,
@@ -408,6 +408,7 @@ fn oracle(path: &std::path::Path, scenario: Option<&str>) -> u8 {
         report.stale_more,
         report.unknown,
         report.unknown_committed,
+        report.unknown_where_answered,
         report.revised,
         report.fences,
         if report.ok() {

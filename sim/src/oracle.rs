@@ -74,7 +74,12 @@
 //!   maintenance batch or a capacity answer of several); with more, each
 //!   alone and then all of them. The first that agrees is kept, the others stay
 //!   pending (`unknown_committed`); a kept choice that a later answer
-//!   refutes is revised (`backtrack`). Pending calls are taken as never committed once
+//!   refutes is revised (`backtrack`). A call may also have committed
+//!   where it was answered, before commits that came after it (a
+//!   publication, routes that moved the counts): when a later answer
+//!   disagrees whatever is taken just before it, the step that answered
+//!   the calls is replayed with them taken as committed at its end, each
+//!   combination in turn (`unknown_where_answered`). Pending calls are taken as never committed once
 //!   [`UNKNOWN_HORIZON_ANSWERS`] answers agreed after the last of them; a
 //!   divergence after one says how many were skipped.
 
@@ -145,6 +150,10 @@ pub struct OracleReport {
     /// Times an answer agreed only once `unavailable` writing calls before
     /// it (all, or one of them) were taken as committed.
     pub unknown_committed: u64,
+    /// Of those, calls taken as committed where they were answered (at
+    /// the end of their own step), before the commits that came between
+    /// them and the answer that needed them.
+    pub unknown_where_answered: u64,
     /// Resolves answered `existing` where the reference creates the route or
     /// re-reserves a released one:
     /// the backend's own retry after a lost COMMIT reply found what its
@@ -723,10 +732,19 @@ impl Oracle {
         };
         let stale = self.stale_resolves(&committed);
         let mut after: BTreeSet<String> = stale.iter().map(|s| s.row.clone()).collect();
+        // The step's writing calls answered `unavailable`, by the line of
+        // the first: where each was answered is a place it may have
+        // committed at.
+        let mut lost = Vec::new();
+        let mut lost_line = None;
         unplaced.retain(|a| {
             let unknown = Self::unknown(a);
             if unknown {
                 self.note_unknown(a);
+                if a.request.mutates() {
+                    lost.push(a.id);
+                    lost_line.get_or_insert(a.line);
+                }
             }
             !unknown
         });
@@ -776,6 +794,9 @@ impl Oracle {
                     return;
                 }
             }
+        }
+        if let Some(line) = lost_line {
+            self.commit_where_answered(line, &lost);
         }
         // Pending `unavailable` calls taken as committed for one answer
         // change what the step's other answers see: each is compared again

@@ -346,3 +346,87 @@ fn a_retried_resolve_that_found_its_lost_commit_after_an_unavailable_publication
     let d = oracle(file, &never).unwrap().divergence.expect("diverges");
     assert_eq!(d.line, created as u64, "{:?}", d.lines());
 }
+
+#[test]
+fn a_resolve_answered_unavailable_that_committed_before_a_publication_agrees() {
+    // spec: SIM-4, ROUTE-3, CAT-2
+    // Recorded on PostgreSQL (0014 swarm seed 254, answers to replicas and
+    // the store's snapshots left out): a resolve of pool-6 is answered
+    // `unavailable` at 402 ms (the backend's retry failed too), but its
+    // first attempt committed the route under catalog revision 2. A
+    // publication commits revision 3 at 406 ms; at 420 ms the dispatcher's
+    // next resolve reads the route lock-free, at revision 2. Taken as
+    // committed just before that read, after the publication, the resolve
+    // would make the route at revision 3: it committed where it was
+    // answered, before the publication.
+    let file = "0014_db_cut_mid_transaction.toml";
+    let lines = recorded("unavailable_resolve_committed_before_a_publication.jsonl");
+    let report = agrees(file, &lines);
+    assert_eq!((report.unknown, report.unknown_committed), (1, 1));
+    assert_eq!((report.unknown_where_answered, report.revised), (1, 1));
+    // A revision the route was never made at is still a divergence.
+    let read = first_reply(&lines, |v| {
+        v["id"] == 163 && v["resp"]["result"]["Ok"]["kind"] == "existing"
+    });
+    let mut wrong = lines.clone();
+    let mut v = parse(&wrong[read - 1]);
+    v["resp"]["result"]["Ok"]["assignment"]["policy"]["catalog_revision"] = 1.into();
+    wrong[read - 1] = v.to_string();
+    diverges_at(file, &wrong, read, "a revision the route never had");
+}
+
+#[test]
+fn an_unavailable_resolve_is_placed_where_answered_when_later_commits_move_its_pick() {
+    // spec: SIM-4, ROUTE-3, ROUTE-6
+    // Recorded on PostgreSQL (0014 swarm seed 203, trimmed): at 120 ms a
+    // settlement and a resolve are answered `unavailable`; the resolve's
+    // first attempt committed a route on r3. Later routes and releases
+    // change the replicas' counts, so a resolve decided after them picks
+    // r4; the lock-free read at 170 ms finds the route on r3. Only the
+    // resolve, placed where it was answered, explains it.
+    let file = "0014_db_cut_mid_transaction.toml";
+    let lines = recorded("unavailable_resolve_committed_before_later_commits_moved_its_pick.jsonl");
+    let report = agrees(file, &lines);
+    assert_eq!((report.unknown, report.unknown_committed), (2, 1));
+    assert_eq!(report.unknown_where_answered, 1);
+    // Recorded on a replica no placement gives: a divergence.
+    let read = first_reply(&lines, |v| {
+        v["id"] == 142 && v["resp"]["result"]["Ok"]["kind"] == "existing"
+    });
+    let mut wrong = lines.clone();
+    let mut v = parse(&wrong[read - 1]);
+    let destination = &mut v["resp"]["result"]["Ok"]["assignment"]["destination"];
+    destination["replica"] = "r2".into();
+    destination["endpoint"] = "replica-r2:7100".into();
+    wrong[read - 1] = v.to_string();
+    diverges_at(file, &wrong, read, "a replica no placement picks");
+}
+
+#[test]
+fn a_retried_resolve_that_needs_settlements_answered_unavailable_agrees_as_its_retry() {
+    // spec: SIM-4, ROUTE-3, SETTLE-4
+    // Recorded on PostgreSQL (0014 swarm seed 155, trimmed): at 120 ms two
+    // settlements of the tenant's routes are answered `unavailable`, and
+    // in the same step a resolve the backend retried answers `existing`,
+    // read lock-free: its first attempt made the route, in the room the
+    // settlements freed. Only with a settlement taken as committed does
+    // the reference create that route, and the answer agrees as the retry
+    // it says it was.
+    let file = "0014_db_cut_mid_transaction.toml";
+    let lines = recorded("retried_resolve_beside_two_unavailable_settlements.jsonl");
+    let report = agrees(file, &lines);
+    assert_eq!((report.unknown, report.unknown_committed), (2, 1));
+    assert_eq!(report.retried, 1);
+    // Not retried, the same `existing` is a divergence.
+    let read = first_reply(&lines, |v| v["id"] == 102);
+    let mut never = lines.clone();
+    let mut v = parse(&never[read - 1]);
+    v.as_object_mut().unwrap().remove("retried");
+    never[read - 1] = v.to_string();
+    diverges_at(
+        file,
+        &never,
+        read,
+        "an `existing` the backend did not retry",
+    );
+}

@@ -118,10 +118,13 @@ impl Oracle {
                 _ => false,
             },
         };
+        // A step that answers a writing call `unavailable` chooses where
+        // it committed (`commit_where_answered`).
+        let lost = (self.step.iter()).any(|a| Self::unknown(a) && a.request.mutates());
         if self.trace_ordered
             || !ends_step
             || self.step.is_empty()
-            || self.unknown_calls.len() < 2
+            || (self.unknown_calls.len() < 2 && !lost)
             || self.report.revised >= REVISIONS_MAX
             || self.decisions_open() >= DECISIONS_OPEN_MAX
         {

@@ -2,16 +2,21 @@
 //! before or after their COMMIT, so a later answer decides.
 
 use connreg::{MemoryRegistry, Timestamp};
+use serde_json::Value;
 
 use super::{
     Answer, Oracle, UNKNOWN_CALLS_MAX, UNKNOWN_HORIZON_ANSWERS, UNKNOWN_SUBSETS_CALLS_MAX,
-    comparable,
+    comparable, retried_after_lost_commit,
 };
 
 /// The choice that takes every pending call as committed. A choice of one
 /// call is keyed by that call's ID, one of several but not all by
 /// [`SOME_OF_THEM`] with the bits of their places among the pending calls.
 const ALL_OF_THEM: u64 = u64::MAX;
+
+/// The choice that takes none of a step's pending calls as committed
+/// where they were answered.
+const NONE_OF_THEM: u64 = u64::MAX - 1;
 
 /// The mark of a key of a choice of several pending calls, not all (call
 /// IDs stay below it).
@@ -98,9 +103,18 @@ impl Oracle {
             }
             self.set_clock(a);
             let again = poll_inline(respond_plainly(registry.clone(), request.clone()));
-            if let Ok(next) = (self.renaming).agree(&comparable(&a.recorded), &comparable(&again)) {
+            let recorded = comparable(&a.recorded);
+            let mut again = comparable(&again);
+            // A retry that found its lost first commit (ROUTE-3, PIN-3):
+            // the reference's decision, made now, is kept.
+            let retried = a.retried && retried_after_lost_commit(&recorded, &again);
+            if retried {
+                again["result"]["Ok"]["kind"] = Value::from("existing");
+            }
+            if let Ok(next) = self.renaming.agree(&recorded, &again) {
                 self.renaming = next;
                 self.report.unknown_committed += 1;
+                self.report.retried += u64::from(retried);
                 if at + 1 < choices_n {
                     self.open_decision(a.line, key);
                 }
@@ -113,6 +127,47 @@ impl Oracle {
             }
         }
         None
+    }
+
+    /// At the end of a step: which of its writing calls answered
+    /// `unavailable` (`ids`, the first answered on `line`), pending still,
+    /// are taken as committed here, where they were answered. None at
+    /// first: a later answer that needs one takes it just before itself.
+    /// When a later answer disagrees however the pending calls are taken
+    /// there, the choice is revised (`backtrack`): the step is replayed
+    /// with the next of [`choices`], so a call that committed before
+    /// commits that came after it (a publication, routes that moved the
+    /// counts) is found where it committed.
+    pub(super) fn commit_where_answered(&mut self, line: u64, ids: &[u64]) {
+        let ids: Vec<u64> = (ids.iter().copied())
+            .filter(|id| self.unknown_calls.iter().any(|c| c.0 == *id))
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        let mut options = vec![(NONE_OF_THEM, Vec::new())];
+        options.extend(choices(&ids));
+        if let Some(excluded) = self.excluded.get(&line) {
+            options.retain(|(key, _)| !excluded.contains(key));
+        }
+        let Some((key, chosen)) = options.first().cloned() else {
+            return;
+        };
+        if options.len() > 1 {
+            self.open_decision(line, key);
+        }
+        for i in chosen {
+            let Some(at) = self.unknown_calls.iter().position(|c| c.0 == ids[i]) else {
+                continue;
+            };
+            let (_, clock, request) = self.unknown_calls.remove(at);
+            if let Some(ms) = clock {
+                self.clock.set(Timestamp(ms));
+            }
+            poll_inline(respond_plainly(self.registry.clone(), request));
+            self.report.unknown_committed += 1;
+            self.report.unknown_where_answered += 1;
+        }
     }
 
     /// `a` disagreed with the reference at its place (a read placed by its
