@@ -483,9 +483,8 @@ fn a_retried_read_is_taken_before_a_duplicate_that_found_its_lost_commit() {
     // Without the retry's mark nothing made the route before 61's commit.
     let duplicate = first_reply(&lines, |v| v["commit"] == 43);
     let retried = first_reply(&lines, |v| v["retried"] == true);
-    let mut unretried = lines.clone();
-    let mut v = parse(&unretried[retried - 1]);
-    v.as_object_mut().unwrap().remove("retried");
-    unretried[retried - 1] = v.to_string();
+    let unretried = edited_at(&lines, retried, |v| {
+        v.as_object_mut().unwrap().remove("retried");
+    });
     diverges_at(file, &unretried, duplicate, "unretried");
 }

@@ -368,10 +368,9 @@ fn a_resolve_answered_unavailable_that_committed_before_a_publication_agrees() {
     let read = first_reply(&lines, |v| {
         v["id"] == 163 && v["resp"]["result"]["Ok"]["kind"] == "existing"
     });
-    let mut wrong = lines.clone();
-    let mut v = parse(&wrong[read - 1]);
-    v["resp"]["result"]["Ok"]["assignment"]["policy"]["catalog_revision"] = 1.into();
-    wrong[read - 1] = v.to_string();
+    let wrong = edited_at(&lines, read, |v| {
+        v["resp"]["result"]["Ok"]["assignment"]["policy"]["catalog_revision"] = 1.into();
+    });
     diverges_at(file, &wrong, read, "a revision the route never had");
 }
 
@@ -393,12 +392,11 @@ fn an_unavailable_resolve_is_placed_where_answered_when_later_commits_move_its_p
     let read = first_reply(&lines, |v| {
         v["id"] == 142 && v["resp"]["result"]["Ok"]["kind"] == "existing"
     });
-    let mut wrong = lines.clone();
-    let mut v = parse(&wrong[read - 1]);
-    let destination = &mut v["resp"]["result"]["Ok"]["assignment"]["destination"];
-    destination["replica"] = "r2".into();
-    destination["endpoint"] = "replica-r2:7100".into();
-    wrong[read - 1] = v.to_string();
+    let wrong = edited_at(&lines, read, |v| {
+        let destination = &mut v["resp"]["result"]["Ok"]["assignment"]["destination"];
+        destination["replica"] = "r2".into();
+        destination["endpoint"] = "replica-r2:7100".into();
+    });
     diverges_at(file, &wrong, read, "a replica no placement picks");
 }
 
@@ -419,14 +417,8 @@ fn a_retried_resolve_that_needs_settlements_answered_unavailable_agrees_as_its_r
     assert_eq!(report.retried, 1);
     // Not retried, the same `existing` is a divergence.
     let read = first_reply(&lines, |v| v["id"] == 102);
-    let mut never = lines.clone();
-    let mut v = parse(&never[read - 1]);
-    v.as_object_mut().unwrap().remove("retried");
-    never[read - 1] = v.to_string();
-    diverges_at(
-        file,
-        &never,
-        read,
-        "an `existing` the backend did not retry",
-    );
+    let never = edited_at(&lines, read, |v| {
+        v.as_object_mut().unwrap().remove("retried");
+    });
+    diverges_at(file, &never, read, "not retried");
 }

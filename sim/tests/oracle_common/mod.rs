@@ -78,6 +78,19 @@ pub(crate) fn parse(line: &str) -> serde_json::Value {
     serde_json::from_str(line).unwrap()
 }
 
+/// `lines` with the record on line `at` (1-based) changed by `edit`.
+pub(crate) fn edited_at(
+    lines: &[String],
+    at: usize,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> Vec<String> {
+    let mut out = lines.to_vec();
+    let mut v = parse(&out[at - 1]);
+    edit(&mut v);
+    out[at - 1] = v.to_string();
+    out
+}
+
 /// The reply on `line` as its caller sees it when the connection is lost
 /// before the answer arrives: `unavailable`, with no commit position. The
 /// position it carried is returned beside it.
