@@ -122,6 +122,18 @@ fn passes(name: &str, harness: &MutantHarness) -> bool {
                     }))
                     .is_ok()
                 }
+                "sql_mutants::a_counter_filled_while_waited_for_is_not_counted" => {
+                    std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        block_on(a_counter_filled_while_waited_for_is_not_counted(harness))
+                    }))
+                    .is_ok()
+                }
+                "sql_mutants::a_replica_filled_while_waited_for_is_skipped" => {
+                    std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        block_on(a_replica_filled_while_waited_for_is_skipped(harness))
+                    }))
+                    .is_ok()
+                }
                 "sql_mutants::maintenance_skips_a_held_replica" => {
                     std::panic::catch_unwind(AssertUnwindSafe(|| {
                         block_on(maintenance_skips_a_held_replica(harness))
@@ -141,6 +153,7 @@ fn passes(name: &str, harness: &MutantHarness) -> bool {
         route::cross_region_forbidden_keeps_routes_in_the_preferred_region,
         route::replica_of_another_capacity_class_is_filtered_out,
         route::full_replica_takes_no_new_routes,
+        route::resolve_reserves_scopes_replica_and_fence_together,
         race::racing_resolves_of_one_action_create_one_assignment,
         race::mixed_load_over_a_full_binding_never_answers_unavailable,
         race::racing_unknown_settlements_count_every_one,
@@ -285,6 +298,92 @@ async fn maintenance_skips_a_held_replica(harness: &MutantHarness) {
 }
 
 /// Waits until a session of this database waits for a lock.
+/// The decision round's signature, for `ALTER FUNCTION`.
+const ROUND_SIGNATURE: &str = "connreg.route_decide_round(text, text, text, bigint, text, \
+     boolean, text, text, integer, integer, integer, boolean)";
+
+/// A new route of acme's first binding decided while `holder` (an open
+/// transaction) holds the rows `take` writes, and then commits them: the
+/// round's row waits are lengthened on this test database (its 1 ms
+/// `lock_timeout`, migration 0018, would otherwise usually end first:
+/// the function's text is edited, as a mutant's is), so
+/// its `UPDATE` reads the committed rows again (READ COMMITTED) and must
+/// check room on them, not on the unlocked candidate read.
+async fn resolve_after_a_committed_take(
+    harness: &MutantHarness,
+    take: &str,
+) -> Result<connreg::request::Resolved, connreg::Error> {
+    let s = fixture::open(harness, FleetOptions::default()).await;
+    let probe = s.resolve_acme("probe").await;
+    let admin = harness.admin();
+    let mut holder = PgConnection::connect_with(&admin).await.expect("a session");
+    let mut observer = PgConnection::connect_with(&admin).await.expect("a session");
+    let definition: String = sqlx::query_scalar(&format!(
+        "SELECT pg_get_functiondef('{ROUND_SIGNATURE}'::regprocedure)"
+    ))
+    .fetch_one(&mut observer)
+    .await
+    .unwrap();
+    let waits = "set_config('lock_timeout', '1', true)";
+    assert_eq!(definition.matches(waits).count(), 1, "the round's row wait");
+    sqlx::raw_sql(&definition.replace(waits, "set_config('lock_timeout', '5000', true)"))
+        .execute(&mut observer)
+        .await
+        .unwrap();
+    let scopes: Vec<String> = (probe.reservation.scopes.iter())
+        .map(|s| s.as_str().to_owned())
+        .collect();
+    sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query(take)
+        .bind(&scopes)
+        .bind(probe.destination.instance.as_str())
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let store = s.store.clone();
+    let request = s
+        .fleet
+        .request("after-the-take", &fixture::acme(), &fixture::crm_create());
+    let resolving = tokio::spawn(async move { store.route_resolve(request).await });
+    until_one_waits(&mut observer, "the resolve").await;
+    sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
+    resolving.await.expect("the resolve task")
+}
+
+// spec: ROUTE-7, SIM-3
+/// A counter filled by a commit the decision waited for is not counted
+/// past its limit: the binding has no room, so the answer is `NoCapacity`.
+async fn a_counter_filled_while_waited_for_is_not_counted(harness: &MutantHarness) {
+    let answer = resolve_after_a_committed_take(
+        harness,
+        "UPDATE connreg.admission_counters c SET in_use = s.scope_limit
+           FROM connreg.admission_scopes s
+          WHERE s.scope_id = c.scope_id AND c.scope_id = ANY($1) AND $2::text IS NOT NULL",
+    )
+    .await;
+    assert!(
+        matches!(answer, Err(connreg::Error::NoCapacity)),
+        "a full counter was counted: {answer:?}"
+    );
+}
+
+// spec: ROUTE-6, ROUTE-9
+/// A replica filled by a commit the decision waited for is skipped, not
+/// counted past its capacity: every replica of the instance is full, so
+/// the answer is `NoCapacity`.
+async fn a_replica_filled_while_waited_for_is_skipped(harness: &MutantHarness) {
+    let answer = resolve_after_a_committed_take(
+        harness,
+        "UPDATE connreg.replicas r SET active = r.capacity
+          WHERE r.instance_id = $2 AND cardinality($1::text[]) >= 0",
+    )
+    .await;
+    assert!(
+        matches!(answer, Err(connreg::Error::NoCapacity)),
+        "a full replica was counted: {answer:?}"
+    );
+}
+
 async fn until_one_waits(observer: &mut PgConnection, who: &str) {
     let start = Instant::now();
     loop {
@@ -358,6 +457,16 @@ fn heartbeat_waits_for_an_uncommitted_newer_one_on_postgres() {
 #[test]
 fn maintenance_skips_a_held_replica_on_postgres() {
     postgres_only("sql_mutants::maintenance_skips_a_held_replica");
+}
+
+#[test]
+fn a_counter_filled_while_waited_for_is_not_counted_on_postgres() {
+    postgres_only("sql_mutants::a_counter_filled_while_waited_for_is_not_counted");
+}
+
+#[test]
+fn a_replica_filled_while_waited_for_is_skipped_on_postgres() {
+    postgres_only("sql_mutants::a_replica_filled_while_waited_for_is_skipped");
 }
 
 #[test]

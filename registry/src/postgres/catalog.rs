@@ -123,7 +123,8 @@ fn definition(row: &PgRow) -> Result<CapabilityDefinition> {
 /// therefore waits behind a queued publication at most
 /// `PUBLICATION_LOCK_WAIT_MS`, plus the publication's own run time once it
 /// holds the lock. Resolves hold the shared lock only for a decision round
-/// that waits for nothing (migration 0013), never while they queue for a
+/// that waits for no row longer than 1 ms (migrations 0013 and 0018),
+/// never while they queue for a
 /// counter, so the publication waits only for the rounds in progress.
 pub(crate) async fn publish(control: &PgPool, publication: Publication) -> Result<Revision> {
     publication.validate_shape()?;

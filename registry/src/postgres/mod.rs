@@ -87,7 +87,7 @@
 //!   row, the same answers.
 //! - `0013_bound_waits_and_batches`: progress at fleet scale. The resolve
 //!   decides in rounds (`route_decide_round`) that wait for nothing under
-//!   the catalog lock; a held counter or replica, or a pause between
+//!   the catalog lock (since 0018, for no row longer than 1 ms); a held counter or replica, or a pause between
 //!   attempts, is waited for between rounds holding only the action's
 //!   lock. The action's and instance's locks become rows of
 //!   `connreg.protocol_locks`, which only the protocol owner may lock. An
@@ -134,7 +134,8 @@
 //!   growing pause, up to
 //!   [`PUBLICATION_LOCK_ATTEMPTS_MAX`](crate::limits::PUBLICATION_LOCK_ATTEMPTS_MAX)
 //!   times. A resolve holds its shared lock only for one round of its
-//!   decision (one revision, ROUTE-5), which waits for nothing, so a queued
+//!   decision (one revision, ROUTE-5), which waits for no row longer than
+//!   [`ROUTE_ROW_WAIT_MS`], so a queued
 //!   publication waits only for the rounds in progress.
 //! - Every contract call has its pool's call deadline
 //!   ([`PoolOptions::call_deadline_ms`]); past it the answer is
@@ -198,7 +199,8 @@ pub use locks::{
 };
 pub use registry::{PgDataPlane, PgRegistry, PoolSize, PoolStatus};
 pub use routing::{
-    ROUTE_DECISION_MS_MAX, ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT, ROUTE_LOCK_WAIT_MS, ReplicaReads,
+    ROUTE_DECISION_MS_MAX, ROUTE_LOCK_BACKOFF_MS_PER_ATTEMPT, ROUTE_LOCK_WAIT_MS,
+    ROUTE_ROW_WAIT_MS, ReplicaReads,
 };
 pub use setup::{
     CONTROL_ROLE_IDLE_IN_TRANSACTION_MS, CONTROL_ROLE_LOCK_TIMEOUT_MS,

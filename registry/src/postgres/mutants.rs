@@ -185,19 +185,28 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         caught_by: &["route::replica_of_another_capacity_class_is_filtered_out"],
     },
     SqlMutant {
-        id: "round-pick-unlocked",
+        id: "round-counter-room-lost",
         function: ROUND,
-        kind: MutantKind::LockDropped,
-        find: "FOR UPDATE OF r SKIP LOCKED;\n                    IF NOT FOUND THEN",
-        replace: ";\n                    IF NOT FOUND THEN",
-        caught_by: &["race::mixed_load_over_a_full_binding_never_answers_unavailable"],
+        kind: MutantKind::TermLost,
+        find: "AND s.scope_id = c.scope_id\n                       AND c.in_use < s.scope_limit;",
+        replace: "AND s.scope_id = c.scope_id;",
+        caught_by: &["sql_mutants::a_counter_filled_while_waited_for_is_not_counted"],
     },
     SqlMutant {
-        id: "round-pick-waits",
+        id: "round-pick-unchecked",
+        function: ROUND,
+        kind: MutantKind::TermLost,
+        find: "                   AND r.active < r.capacity AND NOT r.circuit_open\n                \
+               RETURNING",
+        replace: "                   AND NOT r.circuit_open\n                RETURNING",
+        caught_by: &["sql_mutants::a_replica_filled_while_waited_for_is_skipped"],
+    },
+    SqlMutant {
+        id: "round-rows-waited-for",
         function: ROUND,
         kind: MutantKind::WaitAdded,
-        find: "FOR UPDATE OF r SKIP LOCKED;\n                    IF NOT FOUND THEN",
-        replace: "FOR UPDATE OF r;\n                    IF NOT FOUND THEN",
+        find: "                PERFORM set_config('lock_timeout', '1', true);\n",
+        replace: "",
         caught_by: &["race::mixed_load_over_a_full_binding_never_answers_unavailable"],
     },
     SqlMutant {
@@ -214,9 +223,20 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         function: ROUND,
         kind: MutantKind::CounterOmitted,
         find: "UPDATE connreg.replicas r SET active = r.active + 1\n                 \
-               WHERE r.replica_id = pick.replica_id;",
-        replace: "",
+               WHERE r.replica_id = cand.replica_id",
+        replace: "UPDATE connreg.replicas r SET active = r.active\n                 \
+               WHERE r.replica_id = cand.replica_id",
         caught_by: &["route::full_replica_takes_no_new_routes"],
+    },
+    SqlMutant {
+        id: "round-create-skips-counter",
+        function: ROUND,
+        kind: MutantKind::CounterOmitted,
+        find: "UPDATE connreg.admission_counters c SET in_use = c.in_use + 1\n                      \
+               FROM connreg.admission_scopes s",
+        replace: "UPDATE connreg.admission_counters c SET in_use = c.in_use\n                      \
+                  FROM connreg.admission_scopes s",
+        caught_by: &["route::resolve_reserves_scopes_replica_and_fence_together"],
     },
     // Settlement.
     SqlMutant {

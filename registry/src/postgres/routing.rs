@@ -26,9 +26,13 @@
 //! A transaction waits for a lock only while every row lock it holds comes
 //! earlier in the order, so no two can wait for each other in a cycle.
 //! The resolve decides in rounds (migration 0013). Under the catalog lock
-//! a round waits for nothing: counters NOWAIT, replicas SKIP LOCKED or
-//! NOWAIT, an `existing` answer's replica KEY SHARE NOWAIT. A round that
-//! meets a held lock, or whose attempt must pause, is rolled back whole
+//! a round waits for no row longer than [`ROUTE_ROW_WAIT_MS`]: a new
+//! route's counters and replica are each counted by one `UPDATE` under the
+//! round's 1 ms `lock_timeout` (migration 0018: no lock record before the
+//! count), a replica held past it is skipped for the next best (ROUTE-6);
+//! a pinned re-reservation's counters and replica are taken NOWAIT, an
+//! `existing` answer's replica KEY SHARE NOWAIT. A round that meets a held
+//! lock past that, or whose attempt must pause, is rolled back whole
 //! (catalog lock, counters and replica rows: a savepoint's locks end with
 //! it) and the resolve waits for that one lock, or pauses, holding only its
 //! action's lock; the next round may then hold that one lock while it
@@ -64,6 +68,14 @@ use crate::request::{CrossRegion, ResolveKind, Resolved, RouteRequest, SettlePar
 /// wait this long means the store is overloaded, and the answer is
 /// `NoCapacity`.
 pub const ROUTE_LOCK_WAIT_MS: u32 = 1_000;
+
+/// Longest a decision round waits for one counter or replica row under the
+/// catalog lock, in ms: `route_decide_round`'s `lock_timeout` (migration
+/// 0018). Past it a held counter is waited for between rounds and a held
+/// replica skipped. PostgreSQL's smallest lock timeout; it must stay below
+/// the server's `deadlock_timeout` (1,000 ms by default), so a cycle
+/// through a round's wait ends before deadlock detection.
+pub const ROUTE_ROW_WAIT_MS: u32 = 1;
 
 /// Pause before choosing attempt `n` (from 2) after every eligible replica
 /// was held by other decisions: `n` times this, so all pauses together stay

@@ -26,7 +26,7 @@ pub const SCHEMA: &str = "connreg";
 
 /// The schema version this build serves: the number of the last migration,
 /// which records it in `connreg.schema_version`.
-pub const SCHEMA_VERSION: i32 = 17;
+pub const SCHEMA_VERSION: i32 = 18;
 
 /// `statement_timeout` set on the data role (AUTH-8): what a session of
 /// that role gets when it sets none itself. The registry's data pool sets
@@ -450,6 +450,23 @@ async fn verify_limits(pool: &PgPool) -> Result<(), StartError> {
                 "the installed data-plane functions fix other limits than this build \
                  ({row:?}, expected {expected:?})"
             ),
+        });
+    }
+    // The round's row wait, the `lock_timeout` it counts under (0018).
+    let source: String = sqlx::query_scalar(
+        "SELECT prosrc FROM pg_catalog.pg_proc
+          WHERE oid = 'connreg.route_decide_round(text, text, text, bigint, text, boolean, \
+                       text, text, integer, integer, integer, boolean)'::regprocedure",
+    )
+    .fetch_one(pool)
+    .await?;
+    let wait = format!(
+        "set_config('lock_timeout', '{}', true)",
+        super::routing::ROUTE_ROW_WAIT_MS
+    );
+    if !source.contains(&wait) {
+        return Err(StartError::Setup {
+            reason: format!("the installed decision round does not run with {wait}"),
         });
     }
     Ok(())
