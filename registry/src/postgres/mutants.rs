@@ -185,11 +185,13 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         caught_by: &["route::replica_of_another_capacity_class_is_filtered_out"],
     },
     SqlMutant {
-        id: "round-counter-room-lost",
+        id: "round-counter-room-turned",
         function: ROUND,
-        kind: MutantKind::TermLost,
-        find: "AND s.scope_id = c.scope_id\n                       AND c.in_use < s.scope_limit;",
-        replace: "AND s.scope_id = c.scope_id;",
+        kind: MutantKind::ComparisonTurned,
+        find: "WHERE c.scope_id = ANY (v_scopes)\n                       \
+               AND c.in_use < (SELECT s.scope_limit",
+        replace: "WHERE c.scope_id = ANY (v_scopes)\n                       \
+                  AND c.in_use <= (SELECT s.scope_limit",
         caught_by: &["sql_mutants::a_counter_filled_while_waited_for_is_not_counted"],
     },
     SqlMutant {
@@ -232,10 +234,10 @@ pub const SQL_MUTANTS: &[SqlMutant] = &[
         id: "round-create-skips-counter",
         function: ROUND,
         kind: MutantKind::CounterOmitted,
-        find: "UPDATE connreg.admission_counters c SET in_use = c.in_use + 1\n                      \
-               FROM connreg.admission_scopes s",
-        replace: "UPDATE connreg.admission_counters c SET in_use = c.in_use\n                      \
-                  FROM connreg.admission_scopes s",
+        find: "UPDATE connreg.admission_counters c SET in_use = c.in_use + 1\n                     \
+               WHERE c.scope_id = ANY (v_scopes)",
+        replace: "UPDATE connreg.admission_counters c SET in_use = c.in_use\n                     \
+                  WHERE c.scope_id = ANY (v_scopes)",
         caught_by: &["route::resolve_reserves_scopes_replica_and_fence_together"],
     },
     // Settlement.
