@@ -16,7 +16,7 @@
 --   rounds (LOCK-3), a held replica is skipped and the next best in route
 --   order chosen (ROUTE-6), and on the last attempt waited for between
 --   rounds. A counter is counted only while it has room; fewer rows
---   counted than the binding has scopes excludes the binding, as before.
+--   counted than the binding has scopes refuses the binding (below).
 -- * A binding whose counters had no room when counted is tried again on a
 --   fresh candidate read before it is excluded: the count may have waited
 --   past a release, and a scope it shares with the next binding is full
