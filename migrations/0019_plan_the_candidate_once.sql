@@ -1,5 +1,6 @@
--- Less server time per new route (benches/README.md, "Migration 0019"):
--- two costs the statement statistics of a 16-client run showed.
+-- Less server time per new route and settlement (benches/README.md,
+-- "Migration 0019"): costs the statement statistics of a 16-client run
+-- showed.
 --
 -- * The counters' count of a new route (and a settlement's release) was
 --   planned again on every call. Its `scope_id = ANY (v_scopes)` makes the
@@ -19,6 +20,12 @@
 --   each chain once, and then their replicas. The filters, the route
 --   order and the answer are unchanged; only where the rows come from
 --   moves. The edit must find the replaced text exactly once.
+-- * `assignment_json`, with which a settlement compares the route it was
+--   given with the stored one (SETTLE-2), was a SQL function with a `SET`
+--   clause: it could not be inlined, so it was parsed and planned on every
+--   settlement. Its body is now a standard SQL body, bound when it is
+--   created (so no caller's `search_path` can reach into it) and inlined
+--   into the settlement's check. The object it builds is unchanged.
 
 DO $edit$
 DECLARE
@@ -48,6 +55,26 @@ BEGIN
     EXECUTE replace(v_def, v_from, v_to);
 END
 $edit$;
+
+CREATE OR REPLACE FUNCTION connreg.assignment_json(a connreg.routes) RETURNS jsonb
+LANGUAGE sql STABLE
+BEGIN ATOMIC
+    SELECT jsonb_build_object(
+        'action_id', a.action_id, 'tenant_id', a.tenant_id,
+        'capability_id', a.capability_id, 'binding_id', a.binding_id,
+        'instance_id', a.instance_id, 'version_id', a.version_id, 'type_id', a.type_id,
+        'replica_id', a.replica_id, 'endpoint', a.endpoint,
+        'peer_identity', a.peer_identity, 'region', a.region, 'zone', a.zone,
+        'catalog_revision', a.catalog_revision, 'binding_priority', a.binding_priority,
+        'policy_revision', a.policy_revision, 'credential_ref', a.credential_ref,
+        'credential_revision', a.credential_revision,
+        'secret_provider_ref', a.secret_provider_ref,
+        'secret_provider_revision', a.secret_provider_revision,
+        'quota_policy_ref', a.quota_policy_ref,
+        'quota_policy_revision', a.quota_policy_revision,
+        'capacity_class', a.capacity_class, 'fence', a.fence, 'attempt', a.attempt,
+        'scopes', to_jsonb(a.scopes));
+END;
 
 ALTER FUNCTION connreg.route_decide_round(text, text, text, bigint, text, boolean, text, text,
     integer, integer, integer, boolean)

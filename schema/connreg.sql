@@ -300,24 +300,9 @@ CREATE OR REPLACE FUNCTION connreg.assignment_json(a connreg.routes)
  RETURNS jsonb
  LANGUAGE sql
  STABLE
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-    SELECT jsonb_build_object(
-        'action_id', a.action_id, 'tenant_id', a.tenant_id,
-        'capability_id', a.capability_id, 'binding_id', a.binding_id,
-        'instance_id', a.instance_id, 'version_id', a.version_id, 'type_id', a.type_id,
-        'replica_id', a.replica_id, 'endpoint', a.endpoint,
-        'peer_identity', a.peer_identity, 'region', a.region, 'zone', a.zone,
-        'catalog_revision', a.catalog_revision, 'binding_priority', a.binding_priority,
-        'policy_revision', a.policy_revision, 'credential_ref', a.credential_ref,
-        'credential_revision', a.credential_revision,
-        'secret_provider_ref', a.secret_provider_ref,
-        'secret_provider_revision', a.secret_provider_revision,
-        'quota_policy_ref', a.quota_policy_ref,
-        'quota_policy_revision', a.quota_policy_revision,
-        'capacity_class', a.capacity_class, 'fence', a.fence, 'attempt', a.attempt,
-        'scopes', to_jsonb(a.scopes))
-$function$;
+BEGIN ATOMIC
+ SELECT jsonb_build_object('action_id', (a).action_id, 'tenant_id', (a).tenant_id, 'capability_id', (a).capability_id, 'binding_id', (a).binding_id, 'instance_id', (a).instance_id, 'version_id', (a).version_id, 'type_id', (a).type_id, 'replica_id', (a).replica_id, 'endpoint', (a).endpoint, 'peer_identity', (a).peer_identity, 'region', (a).region, 'zone', (a).zone, 'catalog_revision', (a).catalog_revision, 'binding_priority', (a).binding_priority, 'policy_revision', (a).policy_revision, 'credential_ref', (a).credential_ref, 'credential_revision', (a).credential_revision, 'secret_provider_ref', (a).secret_provider_ref, 'secret_provider_revision', (a).secret_provider_revision, 'quota_policy_ref', (a).quota_policy_ref, 'quota_policy_revision', (a).quota_policy_revision, 'capacity_class', (a).capacity_class, 'fence', (a).fence, 'attempt', (a).attempt, 'scopes', to_jsonb((a).scopes)) AS jsonb_build_object;
+END;
 
 CREATE OR REPLACE FUNCTION connreg.catalog_lock_exclusive(p_wait_ms integer)
  RETURNS boolean
