@@ -100,10 +100,10 @@ async fn seed_held_reservations(
              replica_id, endpoint, peer_identity, region, zone, catalog_revision,
              binding_priority, policy_revision, credential_ref, credential_revision,
              secret_provider_ref, secret_provider_revision, quota_policy_ref,
-             quota_policy_revision, capacity_class)
+             quota_policy_revision, capacity_class, scopes)
          SELECT 't0', $1, $2, r.instance_id, $3, 'crm', r.replica_id, r.endpoint,
                 r.peer_identity, r.region, r.zone, cs.revision, 1, 1, 'credential', 1,
-                'vault:kv/crm', 1, NULL, NULL, $4
+                'vault:kv/crm', 1, NULL, NULL, $4, ARRAY[$6]::text[]
            FROM connreg.replicas r, connreg.catalog_state cs
           WHERE r.instance_id = $5
           ORDER BY r.replica_id",
@@ -113,19 +113,19 @@ async fn seed_held_reservations(
     .bind(VERSION)
     .bind(CLASS)
     .bind(INSTANCE)
+    .bind(SCOPE)
     .execute(&mut *admin)
     .await
     .expect("the route snapshots insert");
     sqlx::query(
         "INSERT INTO connreg.assignments (snapshot_id, fence, attempt, reserved, action_id,
-                                          last_settlement, scopes)
+                                          last_settlement)
          SELECT s.snapshot_id, nextval('connreg.fence_tokens'), 1, true,
-                'held-' || s.replica_id || '-' || k, NULL, ARRAY[$1]::text[]
-           FROM connreg.route_snapshots s, generate_series(1, $2) AS k
-          WHERE s.binding_id = $3
+                'held-' || s.replica_id || '-' || k, NULL
+           FROM connreg.route_snapshots s, generate_series(1, $1) AS k
+          WHERE s.binding_id = $2
           ORDER BY s.replica_id, k",
     )
-    .bind(SCOPE)
     .bind(i64::from(routes_per_replica))
     .bind(BINDING)
     .execute(&mut *admin)

@@ -74,9 +74,9 @@ const FORBIDDEN: &[&str] = &[
      VALUES ('t1', 'crm.contact.create', 't0-b0', 't0-i0', 'crm-1', 'crm',
          't0-i0-r0', 'https://t0-i0-r0', 'spiffe://t0-i0-r0', 'eu', 'eu-0', 1, 1, 1,
          'credential', 1, 'vault:kv/crm', 1, NULL, NULL, 'standard')",
-    "INSERT INTO connreg.assignments (snapshot_id, fence, attempt, reserved, action_id, scopes)
-     VALUES (1, 900000, 1, true, 'stolen', '{}')",
-    "UPDATE connreg.assignments SET scopes = '{t1-s}'",
+    "INSERT INTO connreg.assignments (snapshot_id, fence, attempt, reserved, action_id)
+     VALUES (1, 900000, 1, true, 'stolen')",
+    "UPDATE connreg.route_snapshots SET scopes = '{t1-s}'",
     // another tenant's snapshot under a route
     "UPDATE connreg.assignments SET snapshot_id = snapshot_id + 1",
     "SELECT nextval('connreg.route_snapshots_snapshot_id_seq')",

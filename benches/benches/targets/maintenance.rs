@@ -149,13 +149,13 @@ async fn seed_held_reservations(admin: &mut PgConnection, routes: u32) -> Result
              catalog_revision, binding_priority, policy_revision,
              credential_ref, credential_revision,
              secret_provider_ref, secret_provider_revision,
-             quota_policy_ref, quota_policy_revision)
+             quota_policy_ref, quota_policy_revision, scopes)
          SELECT b.tenant_id, b.capability_id, b.binding_id, r.instance_id, r.version_id,
                 v.type_id, r.replica_id, r.endpoint, r.peer_identity, r.region, r.zone,
                 r.capacity_class, cs.revision, b.priority, b.policy_revision,
                 b.credential_ref, b.credential_revision,
                 i.secret_provider_ref, i.secret_provider_revision,
-                b.quota_policy_ref, b.quota_policy_revision
+                b.quota_policy_ref, b.quota_policy_revision, ARRAY[$2]::text[]
            FROM connreg.bindings b
            JOIN connreg.instances i USING (instance_id)
            JOIN connreg.replicas r USING (instance_id)
@@ -165,20 +165,20 @@ async fn seed_held_reservations(admin: &mut PgConnection, routes: u32) -> Result
           ORDER BY r.replica_id",
     )
     .bind(BINDING)
+    .bind(SCOPE)
     .execute(&mut *tx)
     .await?;
     sqlx::query(
         "INSERT INTO connreg.assignments (
-             snapshot_id, fence, attempt, reserved, action_id, last_settlement, scopes)
+             snapshot_id, fence, attempt, reserved, action_id, last_settlement)
          SELECT s.snapshot_id, nextval('connreg.fence_tokens'), 1, true,
-                'held-' || s.replica_id || '-' || k, NULL, ARRAY[$2]::text[]
+                'held-' || s.replica_id || '-' || k, NULL
            FROM connreg.route_snapshots s
-          CROSS JOIN generate_series(1, $3) AS k
+          CROSS JOIN generate_series(1, $2) AS k
           WHERE s.binding_id = $1
           ORDER BY s.replica_id, k",
     )
     .bind(BINDING)
-    .bind(SCOPE)
     .bind(routes)
     .execute(&mut *tx)
     .await?;

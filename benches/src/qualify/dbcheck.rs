@@ -60,7 +60,7 @@ SELECT
      WHERE r.active <> coalesce(a.live, 0)),
   (SELECT count(*) FROM connreg.admission_counters c
      LEFT JOIN (SELECT s.scope_id, count(*) AS live
-                FROM connreg.assignments a, unnest(a.scopes) AS s(scope_id)
+                FROM connreg.routes a, unnest(a.scopes) AS s(scope_id)
                 WHERE a.reserved GROUP BY s.scope_id) l USING (scope_id)
      WHERE c.in_use <> coalesce(l.live, 0)),
   (SELECT count(*) FROM connreg.assignments a

@@ -82,7 +82,8 @@
 //!   capability, destination, policy snapshot) in one shared, immutable
 //!   `connreg.route_snapshots` row per (replica, binding, catalog
 //!   revision, capacity class); the route's row keeps its action, its
-//!   snapshot, its reservation and its scopes, and `connreg.routes` joins
+//!   snapshot, its reservation and its scopes (in the snapshot since
+//!   0020: a binding's scopes are fixed at a revision), and `connreg.routes` joins
 //!   the two into the columns a route had: a new route writes a narrow
 //!   row, the same answers.
 //! - `0013_bound_waits_and_batches`: progress at fleet scale. The resolve

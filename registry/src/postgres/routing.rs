@@ -46,7 +46,10 @@
 //! A route's shared snapshot (`connreg.route_snapshots`, migration 0012)
 //! is never locked: a resolve inserts one only while it holds the replica
 //! row its key names, so no two inserts of one key overlap and none waits,
-//! and a route's row refers to it without a foreign key check.
+//! and a route's row refers to it without a foreign key check. It holds
+//! the route's admission scopes too (migration 0020): the binding's at the
+//! snapshot's revision, the same for every route that names it, so a new
+//! route's row carries only its action, snapshot, fence and reservation.
 
 use sqlx::PgConnection;
 use sqlx::postgres::PgRow;
