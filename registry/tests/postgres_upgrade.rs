@@ -110,27 +110,36 @@ async fn snapshots(admin: &mut PgConnection) -> i64 {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_version_7_database_upgrades_and_keeps_its_routes() {
-    // spec: AUTH-3
-    let test = TestRegistry::create().await.expect("a test database");
-    let mut admin = test.admin_connection().await.unwrap();
-
-    // Version 7, installed as version 7's registry did: its migrations
-    // through the control role with the schema as search_path (where the
-    // migrator keeps its own table), then the data role's grants.
+/// Migrations up to `version` only, through the control role with the
+/// schema as search_path (where the migrator keeps its own table).
+async fn migrate_to(control: &mut PgConnection, version: i64) {
     let previous = Migrator {
         migrations: Cow::Owned(
             MIGRATOR
                 .migrations
                 .iter()
-                .filter(|m| m.version <= PREVIOUS_VERSION)
+                .filter(|m| m.version <= version)
                 .cloned()
                 .collect(),
         ),
         ..Migrator::DEFAULT
     };
-    assert_eq!(previous.migrations.len(), PREVIOUS_VERSION as usize);
+    assert_eq!(previous.migrations.len(), version as usize);
+    previous
+        .run(&mut *control)
+        .await
+        .unwrap_or_else(|e| panic!("version {version} installs: {e}"));
+    let installed: i32 = sqlx::query_scalar("SELECT version FROM connreg.schema_version")
+        .fetch_one(&mut *control)
+        .await
+        .unwrap();
+    assert_eq!(i64::from(installed), version);
+}
+
+/// Version 7, installed as version 7's registry did (its migrations, then
+/// the data role's grants), with [`VERSION_7_FLEET`] written; the control
+/// connection that wrote it.
+async fn version_7_with_routes(test: &TestRegistry) -> PgConnection {
     let control_options = test
         .options()
         .control
@@ -138,24 +147,25 @@ async fn a_version_7_database_upgrades_and_keeps_its_routes() {
         .clone()
         .options([("search_path", "connreg")]);
     let mut control = PgConnection::connect_with(&control_options).await.unwrap();
-    previous
-        .run(&mut control)
-        .await
-        .expect("version 7 installs");
+    migrate_to(&mut control, PREVIOUS_VERSION).await;
     sqlx::query("SELECT connreg.grant_data_role($1)")
         .bind(&test.roles.data)
         .execute(&mut control)
         .await
         .unwrap();
-    let version: i32 = sqlx::query_scalar("SELECT version FROM connreg.schema_version")
-        .fetch_one(&mut control)
-        .await
-        .unwrap();
-    assert_eq!(i64::from(version), PREVIOUS_VERSION);
     sqlx::raw_sql(&format!("BEGIN; {VERSION_7_FLEET} COMMIT;"))
         .execute(&mut control)
         .await
         .expect("version 7's fleet is written");
+    control
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_7_database_upgrades_and_keeps_its_routes() {
+    // spec: AUTH-3
+    let test = TestRegistry::create().await.expect("a test database");
+    let mut admin = test.admin_connection().await.unwrap();
+    let mut control = version_7_with_routes(&test).await;
     let old_fence: i64 =
         sqlx::query_scalar("SELECT fence FROM connreg.assignments WHERE action_id = 'old-1'")
             .fetch_one(&mut control)
@@ -287,4 +297,96 @@ async fn a_version_7_database_upgrades_and_keeps_its_routes() {
     assert_eq!(snapshots(&mut admin).await, 2);
     plane.close().await;
     registry.close().await;
+}
+
+/// A version 19 database (scopes in every route's row) with version 7's
+/// routes, and a snapshot no route names for another capacity class.
+async fn version_19_with_routes(test: &TestRegistry) -> PgConnection {
+    let mut control = version_7_with_routes(test).await;
+    migrate_to(&mut control, 19).await;
+    sqlx::query(
+        "INSERT INTO connreg.route_snapshots (tenant_id, capability_id, binding_id,
+             instance_id, version_id, type_id, replica_id, endpoint, peer_identity, region,
+             zone, catalog_revision, binding_priority, policy_revision, credential_ref,
+             credential_revision, secret_provider_ref, secret_provider_revision,
+             quota_policy_ref, quota_policy_revision, capacity_class)
+         SELECT tenant_id, capability_id, binding_id, instance_id, version_id, type_id,
+                replica_id, endpoint, peer_identity, region, zone, catalog_revision,
+                binding_priority, policy_revision, credential_ref, credential_revision,
+                secret_provider_ref, secret_provider_revision, quota_policy_ref,
+                quota_policy_revision, 'bulk'
+           FROM connreg.route_snapshots WHERE replica_id = 't0-i0-r1'",
+    )
+    .execute(&mut control)
+    .await
+    .expect("a snapshot no route names");
+    control
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrading_moves_the_routes_scopes_into_their_snapshots() {
+    // spec: AUTH-3 — migration 0020: every snapshot takes its routes'
+    // scopes, or with none, its binding's as published.
+    let test = TestRegistry::create().await.expect("a test database");
+    let mut control = version_19_with_routes(&test).await;
+    migrate_to(&mut control, i64::from(SCHEMA_VERSION)).await;
+    let t0_s = vec!["t0-s".to_string()];
+    let snapshots: Vec<(String, Vec<String>)> = sqlx::query_as(
+        "SELECT capacity_class || '/' || replica_id, scopes FROM connreg.route_snapshots
+          ORDER BY 1",
+    )
+    .fetch_all(&mut control)
+    .await
+    .unwrap();
+    assert_eq!(
+        snapshots,
+        [
+            ("bulk/t0-i0-r1".to_string(), t0_s.clone()),
+            ("standard/t0-i0-r0".to_string(), t0_s.clone()),
+            ("standard/t0-i0-r1".to_string(), t0_s.clone()),
+        ]
+    );
+    let routes: Vec<(String, Vec<String>)> =
+        sqlx::query_as("SELECT action_id, scopes FROM connreg.routes ORDER BY 1")
+            .fetch_all(&mut control)
+            .await
+            .unwrap();
+    assert_eq!(
+        routes,
+        [
+            ("old-1".to_string(), t0_s.clone()),
+            ("old-2".to_string(), t0_s.clone()),
+            ("old-3".to_string(), t0_s),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_of_one_snapshot_with_other_scopes_stop_the_upgrade() {
+    // spec: AUTH-3 — a store the migration cannot keep whole is refused,
+    // named, and left as it was.
+    let test = TestRegistry::create().await.expect("a test database");
+    let mut control = version_19_with_routes(&test).await;
+    sqlx::query("UPDATE connreg.assignments SET scopes = '{}' WHERE action_id = 'old-2'")
+        .execute(&mut control)
+        .await
+        .unwrap();
+    let refused = PgRegistry::connect(
+        test.options(),
+        ManualClock::new(Timestamp(0)),
+        RegistryConfig::default(),
+    )
+    .await
+    .err()
+    .expect("the upgrade is refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains("route old-2 has other scopes"),
+        "the refusal names the route: {message}"
+    );
+    let version: i32 = sqlx::query_scalar("SELECT version FROM connreg.schema_version")
+        .fetch_one(&mut control)
+        .await
+        .unwrap();
+    assert_eq!(version, 19, "nothing of migration 0020 is kept");
 }
