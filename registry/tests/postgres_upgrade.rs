@@ -371,15 +371,16 @@ async fn routes_of_one_snapshot_with_other_scopes_stop_the_upgrade() {
         .execute(&mut control)
         .await
         .unwrap();
-    let refused = PgRegistry::connect(
+    let message = match PgRegistry::connect(
         test.options(),
         ManualClock::new(Timestamp(0)),
         RegistryConfig::default(),
     )
     .await
-    .err()
-    .expect("the upgrade is refused");
-    let message = refused.to_string();
+    {
+        Ok(_) => panic!("the upgrade is refused"),
+        Err(refused) => refused.to_string(),
+    };
     assert!(
         message.contains("route old-2 has other scopes"),
         "the refusal names the route: {message}"
