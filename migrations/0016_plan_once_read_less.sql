@@ -1,6 +1,5 @@
--- Fewer parses, plans and plan nodes on every resolve (issue: the targets
--- bench; the profile is in benches/README.md, "PostgreSQL resolves,
--- profiled").
+-- Fewer parses, plans and plan nodes on every resolve (the profile is in
+-- benches/README.md, "PostgreSQL resolves, profiled").
 --
 -- * `protocol_lock` becomes PL/pgSQL. As a SQL function it was parsed,
 --   analysed and planned again on every call: PostgreSQL 15 keeps a SQL
@@ -37,8 +36,8 @@ DO $edit$
 DECLARE
     v_def text := pg_get_functiondef('connreg.data_route_resolve(text, text, text, bigint, '
         'text, boolean, text, text, boolean)'::regprocedure);
-    v_from text := $old$    RETURN QUERY
-    WITH seen AS (
+    -- The position's two common table expressions go,
+    v_with text := $old$    WITH seen AS (
         SELECT max(o.seq) AS top FROM connreg.observed_commits o WHERE p_commit_order
     ), unseen AS (
         -- The sequences below the highest seen that this snapshot does not
@@ -48,24 +47,13 @@ DECLARE
           FROM seen, generate_series(greatest(seen.top - 255, 1), seen.top) AS g(seq)
          WHERE NOT EXISTS (SELECT 1 FROM connreg.observed_commits o WHERE o.seq = g.seq)
     )
-    SELECT 'existing'::text, a.action_id, a.tenant_id, a.capability_id, a.binding_id,
-           a.instance_id, a.version_id, a.type_id, a.replica_id, a.endpoint,
-           a.peer_identity, a.region, a.zone, a.catalog_revision, a.binding_priority,
-           a.policy_revision, a.credential_ref, a.credential_revision,
-           a.secret_provider_ref, a.secret_provider_revision, a.quota_policy_ref,
-           a.quota_policy_revision, a.capacity_class, a.fence, a.attempt, a.reserved,
-           a.last_settlement, a.scopes, NULL::bigint, seen.top,
+$old$;
+    -- and the answer's last two columns come from the filtered call.
+    v_from text := $old$NULL::bigint, seen.top,
            coalesce(unseen.seqs, '{}')
       FROM connreg.routes a, seen, unseen
 $old$;
-    v_to text := $new$    RETURN QUERY
-    SELECT 'existing'::text, a.action_id, a.tenant_id, a.capability_id, a.binding_id,
-           a.instance_id, a.version_id, a.type_id, a.replica_id, a.endpoint,
-           a.peer_identity, a.region, a.zone, a.catalog_revision, a.binding_priority,
-           a.policy_revision, a.credential_ref, a.credential_revision,
-           a.secret_provider_ref, a.secret_provider_revision, a.quota_policy_ref,
-           a.quota_policy_revision, a.capacity_class, a.fence, a.attempt, a.reserved,
-           a.last_settlement, a.scopes, NULL::bigint, p.read_seq, p.read_unseen
+    v_to text := $new$NULL::bigint, p.read_seq, p.read_unseen
       FROM connreg.routes a
       -- Where this snapshot falls in the commit order, for an observing
       -- caller only (a one-time filter: never run otherwise).
@@ -73,10 +61,11 @@ $old$;
                           WHERE p_commit_order) p ON true
 $new$;
 BEGIN
-    IF cardinality(string_to_array(v_def, v_from)) <> 2 THEN
+    IF cardinality(string_to_array(v_def, v_with)) <> 2
+       OR cardinality(string_to_array(v_def, v_from)) <> 2 THEN
         RAISE EXCEPTION 'data_route_resolve does not read its position exactly once as 0015 wrote it';
     END IF;
-    EXECUTE replace(v_def, v_from, v_to);
+    EXECUTE replace(replace(v_def, v_with, ''), v_from, v_to);
 END
 $edit$;
 

@@ -16,11 +16,7 @@
 --   rounds (LOCK-3), a held replica is skipped and the next best in route
 --   order chosen (ROUTE-6), and on the last attempt waited for between
 --   rounds. A counter is counted only while it has room; fewer rows
---   counted than the binding has scopes refuses the binding (below).
--- * A binding whose counters had no room when counted is tried again on a
---   fresh candidate read before it is excluded: the count may have waited
---   past a release, and a scope it shares with the next binding is full
---   for that one too.
+--   counted than the binding has scopes excludes the binding, as before.
 -- * A skipped replica (held, or changed since the unlocked read) is left
 --   out of the next candidate query, at most 16 of them a round; with
 --   every eligible replica skipped the attempt pauses, as it did when
@@ -49,7 +45,6 @@ DECLARE
     v_room boolean;
     v_stage text;
     v_excluded text[] := '{}';   -- bindings whose scopes had no room
-    v_refused text[] := '{}';    -- bindings refused once for room
     v_skipped text[] := '{}';    -- replicas another transaction held
     v_counted bigint;
     v_found boolean;
@@ -158,10 +153,10 @@ BEGIN
         END IF;
     ELSE
         LOOP
-            -- Bounded: each pass refuses a binding once, excludes one,
-            -- skips a replica (at most 16), or ends the round.
+            -- Bounded: each pass excludes a binding, skips a replica (at
+            -- most 16), or ends the round.
             v_rounds := v_rounds + 1;
-            IF v_rounds > 2 * p_excluded_max + 16 + 2 THEN
+            IF v_rounds > p_excluded_max + 16 + 2 THEN
                 outcome := 'no_capacity';
                 RETURN NEXT;
                 RETURN;
@@ -235,9 +230,9 @@ BEGIN
                 v_stage := 'counters';
                 IF cardinality(v_scopes) > 0 THEN
                     UPDATE connreg.admission_counters c SET in_use = c.in_use + 1
-                     WHERE c.scope_id = ANY (v_scopes)
-                       AND c.in_use < (SELECT s.scope_limit FROM connreg.admission_scopes s
-                                        WHERE s.scope_id = c.scope_id);
+                      FROM connreg.admission_scopes s
+                     WHERE c.scope_id = ANY (v_scopes) AND s.scope_id = c.scope_id
+                       AND c.in_use < s.scope_limit;
                     GET DIAGNOSTICS v_counted = ROW_COUNT;
                     IF v_counted < cardinality(v_scopes) THEN
                         RAISE EXCEPTION USING ERRCODE = 'CR001';
@@ -257,17 +252,9 @@ BEGIN
                 PERFORM set_config('lock_timeout', v_lock_timeout, true);
             EXCEPTION
                 WHEN SQLSTATE 'CR001' THEN
-                    -- The room the filter saw was taken meanwhile (the
-                    -- rollback released its counters and any replica).
-                    -- The first time, the candidates are read again: a
-                    -- wait for a counter may have outlasted a release, and
-                    -- a scope the next binding shares is full for it too,
-                    -- so the fresh read decides. The second time, this
-                    -- binding is out, as if its scopes had been full.
-                    IF NOT (cand.binding_id = ANY (v_refused)) THEN
-                        v_refused := v_refused || cand.binding_id;
-                        CONTINUE;
-                    END IF;
+                    -- The room the filter saw was taken meanwhile: this
+                    -- binding is out, as if its scopes had been full; the
+                    -- rollback released its counters and any replica.
                     IF cardinality(v_excluded) >= p_excluded_max THEN
                         outcome := 'no_capacity';
                         RETURN NEXT;

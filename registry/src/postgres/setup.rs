@@ -26,7 +26,7 @@ pub const SCHEMA: &str = "connreg";
 
 /// The schema version this build serves: the number of the last migration,
 /// which records it in `connreg.schema_version`.
-pub const SCHEMA_VERSION: i32 = 20;
+pub const SCHEMA_VERSION: i32 = 21;
 
 /// `statement_timeout` set on the data role (AUTH-8): what a session of
 /// that role gets when it sets none itself. The registry's data pool sets
